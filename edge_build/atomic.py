@@ -1,0 +1,59 @@
+"""Outputs that appear only when complete.
+
+A stage writes every output to a temporary sibling and renames them all at the
+end, so a crash or a kill never leaves a file under its final name that a later
+build could take as finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from pathlib import Path
+from typing import Iterator, Sequence
+
+
+def _temporary_sibling(path: Path) -> Path:
+    # The prefix keeps the suffix intact: Keras insists on ``.weights.h5``.
+    return path.with_name(f".tmp-{os.getpid()}-{path.name}")
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+@contextlib.contextmanager
+def atomic_outputs(*paths: os.PathLike | str) -> Iterator[Sequence[Path]]:
+    """Yield temporary paths for ``paths``; move each onto its final name only if the block succeeds.
+
+    Works for files and directories.  On failure every temporary is removed and
+    the final names are left as they were.
+    """
+    finals = [Path(p) for p in paths]
+    temporaries = [_temporary_sibling(p) for p in finals]
+    for final, temporary in zip(finals, temporaries):
+        final.parent.mkdir(parents=True, exist_ok=True)
+        _remove(temporary)
+    try:
+        yield temporaries
+    except BaseException:
+        for temporary in temporaries:
+            _remove(temporary)
+        raise
+    for final, temporary in zip(finals, temporaries):
+        if not temporary.exists():
+            raise RuntimeError(f"stage did not write {final}")
+    for final, temporary in zip(finals, temporaries):
+        _remove(final)
+        os.replace(temporary, final)
+
+
+@contextlib.contextmanager
+def atomic_output(path: os.PathLike | str) -> Iterator[Path]:
+    """``atomic_outputs`` for a single path."""
+    with atomic_outputs(path) as (temporary,):
+        yield temporary

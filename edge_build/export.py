@@ -1,0 +1,157 @@
+"""Stage *export*: the CPU SavedModel, tokenizer and vocabulary inside, in TF Serving's layout.
+
+Reads the trained weights, ``vocab.txt``, ``labels.txt``, ``val.tfrecord``, the
+hyperparameters and the model source; writes ``<out-dir>/1/`` (the files in
+``saved_model.FILES``) with two signatures:
+
+  serving_default  text: tf.string [None]        -> logits, probabilities, label
+  classify_ids     input_ids: tf.int32 [None, L] -> logits
+
+and ``assets.extra/metadata.json`` (versions, git revision, labels, vocab SHA-256).
+Before the version directory gets its final name, a fresh Python process loads it
+and must reproduce the in-memory model's logits on the validation split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from edge_build import cli, saved_model
+from edge_build.atomic import atomic_output
+from edge_build.config import Hyperparameters, load_hyperparameters
+from edge_build.errors import StageError
+from edge_build.model_source import build_model
+from edge_build.provenance import build_timestamp, git_revision, package_versions, sha256_file
+from edge_build.records import read_labels, read_split
+from edge_build.tokenizer import encode, load_tokenizer
+
+VERSION = "1"
+
+
+def make_serving_module(model, tokenizer, labels: list[str], sequence_length: int):
+    """A ``tf.Module`` whose two ``tf.function``s become the SavedModel's signatures."""
+    import tensorflow as tf
+
+    class TextClassifier(tf.Module):
+        def __init__(self):
+            super().__init__(name="text_classifier")
+            self.model = model
+            self.tokenizer = tokenizer
+            self.labels = tf.constant(labels)
+            self.classify_ids = tf.function(
+                self._classify_ids,
+                input_signature=[tf.TensorSpec([None, sequence_length], tf.int32, name="input_ids")],
+            )
+            self.serving_default = tf.function(
+                self._classify_text,
+                input_signature=[tf.TensorSpec([None], tf.string, name="text")],
+            )
+
+        def _classify_ids(self, input_ids):
+            return {"logits": self.model(input_ids, training=False)}
+
+        def _classify_text(self, text):
+            logits = self._classify_ids(encode(self.tokenizer, text, sequence_length))["logits"]
+            return {
+                "logits": logits,
+                "probabilities": tf.nn.softmax(logits),
+                "label": tf.gather(self.labels, tf.argmax(logits, axis=-1)),
+            }
+
+    return TextClassifier()
+
+
+def metadata(hparams: Hyperparameters, labels: list[str], vocab: Path, weights: Path) -> dict:
+    return {
+        "versions": package_versions("tensorflow", "tensorflow-text", "keras", "edge-build"),
+        "build_timestamp": build_timestamp(),
+        "git_revision": git_revision(),
+        "labels": labels,
+        "sequence_length": hparams.tokenizer.sequence_length,
+        "lower_case": hparams.tokenizer.lower_case,
+        "vocab_size": len(vocab.read_text(encoding="utf-8").splitlines()),
+        "vocab_sha256": sha256_file(vocab),
+        "weights_sha256": sha256_file(weights),
+        "signatures": {
+            "serving_default": {"inputs": {"text": "string [None]"}, "outputs": ["logits", "probabilities", "label"]},
+            "classify_ids": {"inputs": {"input_ids": f"int32 [None, {hparams.tokenizer.sequence_length}]"}, "outputs": ["logits"]},
+        },
+        "hyperparameters": hparams.to_dict(),
+        "load_note": "import tensorflow_text before tf.saved_model.load: the tokenizer's ops live there",
+    }
+
+
+def export(
+    data_dir: Path,
+    vocab: Path,
+    weights: Path,
+    hparams_path: Path,
+    model_source: Path,
+    out_dir: Path,
+) -> Path:
+    """Write the SavedModel to ``out_dir/1`` after a fresh-process reload check; return that path."""
+    import tensorflow as tf
+
+    hparams = load_hyperparameters(hparams_path)
+    labels = read_labels(data_dir / "labels.txt")
+    vocab_size = len(vocab.read_text(encoding="utf-8").splitlines())
+    model = build_model(model_source, hparams, hparams_path, vocab_size, len(labels))
+    try:
+        model.load_weights(str(weights))
+    except (ValueError, OSError) as exc:
+        raise StageError(f"{weights}: cannot load into the model built from {model_source}: {exc}") from exc
+    tokenizer = load_tokenizer(vocab, hparams.tokenizer.lower_case)
+    module = make_serving_module(model, tokenizer, labels, hparams.tokenizer.sequence_length)
+
+    val_texts, _ = read_split(data_dir / "val.tfrecord")
+    expected_logits = np.concatenate([
+        module.serving_default(tf.constant(val_texts[i:i + 64]))["logits"].numpy() for i in range(0, len(val_texts), 64)
+    ])
+
+    final = out_dir / VERSION
+    with atomic_output(final) as staging, tempfile.TemporaryDirectory() as scratch:
+        tf.saved_model.save(
+            module,
+            str(staging),
+            signatures={
+                "serving_default": module.serving_default.get_concrete_function(),
+                "classify_ids": module.classify_ids.get_concrete_function(),
+            },
+        )
+        extra = staging / "assets.extra"
+        extra.mkdir()
+        (extra / "metadata.json").write_text(json.dumps(metadata(hparams, labels, vocab, weights), indent=2) + "\n", encoding="utf-8")
+        written = sorted(str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file())
+        if written != sorted(saved_model.FILES):
+            raise StageError(f"{final}: the export wrote {written}, the build expects {sorted(saved_model.FILES)}")
+        expected = Path(scratch) / "expected.npz"
+        np.savez(expected, texts=np.array([t.decode("utf-8") for t in val_texts]), logits=expected_logits)
+        saved_model.check_in_fresh_process(staging, expected)
+    return final
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m edge_build.export", description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, required=True, help="the data stage's output directory")
+    parser.add_argument("--vocab", type=Path, required=True)
+    parser.add_argument("--weights", type=Path, required=True, help="model.weights.h5 from the train stage")
+    parser.add_argument("--hparams", type=Path, required=True)
+    parser.add_argument("--model-source", type=Path, required=True)
+    parser.add_argument("--out-dir", type=Path, required=True, help="the SavedModel base directory; version 1 goes inside")
+    return parser
+
+
+def drive(args: argparse.Namespace) -> None:
+    path = export(args.data_dir, args.vocab, args.weights, args.hparams, args.model_source, args.out_dir)
+    size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    print(f"export: CPU SavedModel ({size / 1e6:.1f} MB) -> {path}")
+
+
+if __name__ == "__main__":
+    sys.exit(cli.run(build_parser, drive))

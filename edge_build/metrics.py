@@ -1,0 +1,43 @@
+"""Classification metrics in plain numpy (no TensorFlow), shared by every evaluation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def classification_metrics(y_true: np.ndarray, y_pred: np.ndarray, labels: list[str]) -> dict:
+    """Accuracy, per-class precision/recall/F1/support, macro F1 and the confusion matrix.
+
+    ``confusion[i][j]`` counts examples of class ``i`` predicted as ``j``.  A class
+    that is never predicted has precision 0 (and likewise recall for no support).
+    """
+    y_true = np.asarray(y_true, dtype=np.int64)
+    y_pred = np.asarray(y_pred, dtype=np.int64)
+    if y_true.shape != y_pred.shape or y_true.ndim != 1 or y_true.size == 0:
+        raise ValueError(f"need two equal, non-empty 1-D label arrays, got {y_true.shape} and {y_pred.shape}")
+    n = len(labels)
+    confusion = np.zeros((n, n), dtype=np.int64)
+    np.add.at(confusion, (y_true, y_pred), 1)
+    true_positive = np.diag(confusion)
+    predicted = confusion.sum(axis=0)
+    support = confusion.sum(axis=1)
+    precision = np.divide(true_positive, predicted, out=np.zeros(n), where=predicted > 0)
+    recall = np.divide(true_positive, support, out=np.zeros(n), where=support > 0)
+    denominator = precision + recall
+    f1 = np.divide(2 * precision * recall, denominator, out=np.zeros(n), where=denominator > 0)
+    return {
+        "examples": int(y_true.size),
+        "correct": int(true_positive.sum()),
+        "accuracy": float(true_positive.sum() / y_true.size),
+        "macro_f1": float(f1.mean()),
+        "per_class": {
+            label: {
+                "precision": float(precision[i]),
+                "recall": float(recall[i]),
+                "f1": float(f1[i]),
+                "support": int(support[i]),
+            }
+            for i, label in enumerate(labels)
+        },
+        "confusion_matrix": confusion.tolist(),
+    }

@@ -1,0 +1,49 @@
+"""Loads the user's model code (``model_src/model.py``) and builds the Keras model from it."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+from pathlib import Path
+from typing import Any, Callable
+
+from edge_build.config import Hyperparameters
+from edge_build.errors import ConfigError
+
+BUILDER = "build_model"
+#: Arguments edge-build supplies itself; the rest come from ``[model]`` in the hyperparameters.
+SUPPLIED = ("vocab_size", "num_classes", "sequence_length")
+
+
+def load_builder(model_path: Path) -> Callable[..., Any]:
+    if not model_path.is_file():
+        raise ConfigError(f"{model_path}: model source not found")
+    spec = importlib.util.spec_from_file_location("edge_build_model_src", model_path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    builder = getattr(module, BUILDER, None)
+    if not callable(builder):
+        raise ConfigError(f"{model_path}: defines no function {BUILDER}(vocab_size, num_classes, sequence_length, ...)")
+    return builder
+
+
+def build_model(model_path: Path, hparams: Hyperparameters, hparams_path: Path, vocab_size: int, num_classes: int):
+    """Call ``build_model`` with the supplied sizes and the ``[model]`` table as keyword arguments."""
+    builder = load_builder(model_path)
+    parameters = inspect.signature(builder).parameters
+    missing = [name for name in SUPPLIED if name not in parameters]
+    if missing:
+        raise ConfigError(f"{model_path}: {BUILDER}() must accept {', '.join(missing)}")
+    accepted = [name for name in parameters if name not in SUPPLIED]
+    for key in hparams.model:
+        if key in SUPPLIED or key not in parameters:
+            raise ConfigError(f"{hparams_path}: unknown key 'model.{key}' ({BUILDER}() in {model_path} accepts: {', '.join(accepted) or 'nothing else'})")
+    model = builder(
+        vocab_size=vocab_size,
+        num_classes=num_classes,
+        sequence_length=hparams.tokenizer.sequence_length,
+        **hparams.model,
+    )
+    if tuple(model.inputs[0].shape) != (None, hparams.tokenizer.sequence_length):
+        raise ConfigError(f"{model_path}: the model's input shape is {tuple(model.inputs[0].shape)}, expected (None, {hparams.tokenizer.sequence_length})")
+    return model

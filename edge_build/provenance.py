@@ -1,0 +1,50 @@
+"""Where an artifact came from: versions, git revision, build time, checksums."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import os
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+
+def sha256_file(path: Path | str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def package_versions(*names: str) -> dict[str, str | None]:
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_revision(directory: Path | str = ".") -> str | None:
+    """``HEAD``'s hash, with ``-dirty`` when tracked files differ from it; None outside a checkout."""
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(directory), *args], capture_output=True, text=True)
+
+    try:
+        head = git("rev-parse", "HEAD")
+    except OSError:
+        return None
+    if head.returncode != 0:
+        return None
+    dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    return head.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def build_timestamp() -> str:
+    """Now in UTC, or ``SOURCE_DATE_EPOCH`` when set (reproducible builds)."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    moment = datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc) if epoch else datetime.datetime.now(datetime.timezone.utc)
+    return moment.replace(microsecond=0).isoformat()

@@ -1,0 +1,189 @@
+"""Stage *train*: train the classifier from ``model_src`` with a custom, deterministic loop.
+
+Reads ``train.tfrecord``, ``val.tfrecord``, ``labels.txt``, ``vocab.txt``, the
+hyperparameters TOML and the model source; writes ``model.weights.h5`` (the best
+validation epoch's weights) and ``train_log.json`` (loss, accuracy and examples/s
+per epoch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+from edge_build import cli
+from edge_build.atomic import atomic_outputs
+from edge_build.config import Hyperparameters, load_hyperparameters
+from edge_build.model_source import build_model
+from edge_build.records import parse_example, read_labels
+from edge_build.tokenizer import encode, load_tokenizer
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainInputs:
+    train_records: Path
+    val_records: Path
+    labels: Path
+    vocab: Path
+    hparams: Path
+    model_source: Path
+
+
+def make_dataset(records: Path, tokenizer, sequence_length: int, batch_size: int, shuffle_buffer: int = 0, seed: int = 0):
+    """TFRecords -> parse -> tokenize -> truncate/pad -> cache -> (shuffle) -> batch -> prefetch."""
+    import tensorflow as tf
+
+    def tokenize(text, label):
+        return encode(tokenizer, tf.expand_dims(text, 0), sequence_length)[0], label
+
+    dataset = (
+        tf.data.TFRecordDataset(str(records))
+        .map(parse_example, num_parallel_calls=tf.data.AUTOTUNE)
+        .map(tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+        .cache()
+    )
+    if shuffle_buffer:
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)
+
+
+def seed_everything(seed: int) -> None:
+    import keras
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(seed)
+    tf.config.experimental.enable_op_determinism()
+
+
+def count_records(records: Path) -> int:
+    import tensorflow as tf
+
+    return int(tf.data.TFRecordDataset(str(records)).reduce(0, lambda n, _: n + 1))
+
+
+def train(inputs: TrainInputs, hparams: Hyperparameters, weights_out: Path, log_out: Path) -> dict:
+    """Train, keep the best validation epoch, write the weights and the log; return the log."""
+    import keras
+    import tensorflow as tf
+
+    training = hparams.training
+    sequence_length = hparams.tokenizer.sequence_length
+    seed_everything(training.seed)
+    labels = read_labels(inputs.labels)
+    vocab_size = len(inputs.vocab.read_text(encoding="utf-8").splitlines())
+    tokenizer = load_tokenizer(inputs.vocab, hparams.tokenizer.lower_case)
+    model = build_model(inputs.model_source, hparams, inputs.hparams, vocab_size, len(labels))
+    train_data = make_dataset(inputs.train_records, tokenizer, sequence_length, training.batch_size, training.shuffle_buffer, training.seed)
+    val_data = make_dataset(inputs.val_records, tokenizer, sequence_length, training.batch_size)
+    train_examples = count_records(inputs.train_records)
+
+    optimizer = keras.optimizers.Adam(training.learning_rate)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum")
+    step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+    batch_spec = (tf.TensorSpec([None, sequence_length], tf.int32), tf.TensorSpec([None], tf.int32))
+
+    def correct_count(logits, y):
+        return tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32), y), tf.int32))
+
+    @tf.function(input_signature=batch_spec)
+    def train_step(ids, y):
+        with tf.GradientTape() as tape:
+            logits = model(ids, training=True)
+            loss_sum = loss_fn(y, logits)
+            loss = loss_sum / tf.cast(tf.shape(y)[0], loss_sum.dtype)
+        gradients = tape.gradient(loss, model.trainable_variables)
+        gradients, _ = tf.clip_by_global_norm(gradients, training.clip_norm)
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        step.assign_add(1)
+        return loss_sum, correct_count(logits, y)
+
+    @tf.function(input_signature=batch_spec)
+    def eval_step(ids, y):
+        logits = model(ids, training=False)
+        return loss_fn(y, logits), correct_count(logits, y)
+
+    def run_epoch(step_fn, data, progress=None):
+        loss_total, correct_total, seen = 0.0, 0, 0
+        for ids, y in data:
+            loss_sum, correct = step_fn(ids, y)
+            loss_total += float(loss_sum)
+            correct_total += int(correct)
+            seen += int(y.shape[0])
+            if progress is not None:
+                progress.add(1, values=[("loss", loss_total / seen), ("accuracy", correct_total / seen)])
+        return loss_total / seen, correct_total / seen, seen
+
+    steps_per_epoch = math.ceil(train_examples / training.batch_size)
+    epochs, best, best_weights = [], None, None
+    for epoch in range(1, training.epochs + 1):
+        print(f"Epoch {epoch}/{training.epochs}", flush=True)
+        started = time.perf_counter()
+        # A live bar on a terminal; one line per epoch in logs and CI.
+        progress = keras.utils.Progbar(steps_per_epoch, verbose=1 if sys.stdout.isatty() else 2, stateful_metrics=["loss", "accuracy"])
+        loss, accuracy, seen = run_epoch(train_step, train_data, progress)
+        seconds = time.perf_counter() - started
+        val_loss, val_accuracy, _ = run_epoch(eval_step, val_data)
+        record = {
+            "epoch": epoch,
+            "loss": round(loss, 6),
+            "accuracy": round(accuracy, 6),
+            "val_loss": round(val_loss, 6),
+            "val_accuracy": round(val_accuracy, 6),
+            "seconds": round(seconds, 3),
+            "examples_per_second": round(seen / seconds, 1),
+        }
+        epochs.append(record)
+        print(f"  val_loss {val_loss:.4f}  val_accuracy {val_accuracy:.4f}  {record['examples_per_second']:.0f} examples/s", flush=True)
+        if best is None or (val_accuracy, -val_loss) > (best["val_accuracy"], -best["val_loss"]):
+            best, best_weights = record, model.get_weights()
+
+    model.set_weights(best_weights)
+    log = {
+        "hyperparameters": hparams.to_dict(),
+        "train_examples": train_examples,
+        "steps": int(step.numpy()),
+        "train_step_traces": train_step.experimental_get_tracing_count(),
+        "best_epoch": best["epoch"],
+        "best_val_accuracy": best["val_accuracy"],
+        "best_val_loss": best["val_loss"],
+        "epochs": epochs,
+    }
+    with atomic_outputs(weights_out, log_out) as (weights_tmp, log_tmp):
+        model.save_weights(str(weights_tmp))
+        log_tmp.write_text(json.dumps(log, indent=2) + "\n", encoding="utf-8")
+    return log
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m edge_build.train", description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, required=True, help="the data stage's output directory")
+    parser.add_argument("--vocab", type=Path, required=True, help="vocab.txt from the vocab stage")
+    parser.add_argument("--hparams", type=Path, required=True, help="hyperparameters TOML")
+    parser.add_argument("--model-source", type=Path, required=True, help="Python file defining build_model()")
+    parser.add_argument("--out-dir", type=Path, required=True, help="where model.weights.h5 and train_log.json go")
+    parser.add_argument("--epochs", type=int, help="override [training] epochs")
+    parser.add_argument("--seed", type=int, help="override [training] seed")
+    return parser
+
+
+def drive(args: argparse.Namespace) -> None:
+    hparams = load_hyperparameters(args.hparams).with_training(epochs=args.epochs, seed=args.seed)
+    inputs = TrainInputs(
+        train_records=args.data_dir / "train.tfrecord",
+        val_records=args.data_dir / "val.tfrecord",
+        labels=args.data_dir / "labels.txt",
+        vocab=args.vocab,
+        hparams=args.hparams,
+        model_source=args.model_source,
+    )
+    log = train(inputs, hparams, args.out_dir / "model.weights.h5", args.out_dir / "train_log.json")
+    print(f"train: best epoch {log['best_epoch']}/{len(log['epochs'])}, val accuracy {log['best_val_accuracy']:.4f} -> {args.out_dir}")
+
+
+if __name__ == "__main__":
+    sys.exit(cli.run(build_parser, drive))
