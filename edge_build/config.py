@@ -168,23 +168,32 @@ def load_profile(targets_dir: Path | str, name: str) -> TargetProfile:
     if not path.is_file():
         available = ", ".join(profile_names(targets_dir)) or "none"
         raise ConfigError(f"unknown target '{name}': no {path} (available: {available})")
-    table = load_toml(path)
-    if "name" in table:
-        raise ConfigError(f"{path}: key 'name' is not allowed (a profile is named by its file name)")
-    return from_mapping(TargetProfile, {"name": name, **table}, where=str(path))
+    return from_mapping(TargetProfile, load_toml(path), where=str(path), supplied={"name": name})
 
 
-def from_mapping(cls: type, table: Mapping[str, Any], *, where: str, prefix: str = "") -> Any:
+def from_mapping(
+    cls: type,
+    table: Mapping[str, Any],
+    *,
+    where: str,
+    prefix: str = "",
+    supplied: Mapping[str, Any] | None = None,
+) -> Any:
     """Build the frozen dataclass ``cls`` from a TOML table, checking keys and types.
 
-    ``where`` names the file in messages; ``prefix`` is the dotted path of a nested table.
+    ``where`` names the file in messages; ``prefix`` is the dotted path of a nested
+    table; ``supplied`` holds fields that come from elsewhere (a profile's name is
+    its file name) and may not appear in the table.
     """
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    supplied = dict(supplied or {})
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in supplied}
     hints = typing.get_type_hints(cls)
     for key in table:
+        if key in supplied:
+            raise ConfigError(f"{where}: key '{prefix}{key}' is not allowed here (it is set to {supplied[key]!r} by edge-build)")
         if key not in fields:
             raise ConfigError(f"{where}: unknown key '{prefix}{key}' (allowed: {_choices(fields)})")
-    values = {}
+    values = dict(supplied)
     for name, field in fields.items():
         key = f"{prefix}{name}"
         if name not in table:

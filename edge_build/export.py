@@ -1,6 +1,6 @@
 """Stage *export*: the CPU SavedModel, tokenizer and vocabulary inside, in TF Serving's layout.
 
-Reads the trained weights, ``vocab.txt``, ``labels.txt``, ``val.tfrecord``, the
+Reads the trained weights and training log, ``vocab.txt``, ``labels.txt``, ``val.tfrecord``, the
 hyperparameters and the model source; writes ``<out-dir>/1/`` (the files in
 ``saved_model.FILES``) with two signatures:
 
@@ -87,10 +87,23 @@ def metadata(hparams: Hyperparameters, labels: list[str], vocab: Path, weights: 
     }
 
 
+def check_weights_loaded(val_logits, val_labels, train_log: Path, weights: Path) -> None:
+    """The exported model must score exactly what training recorded for the kept epoch.
+
+    Keras skips parts of a weights file it cannot match with a warning, not an
+    error; a model with freshly initialized layers would still reload perfectly.
+    """
+    recorded = json.loads(train_log.read_text(encoding="utf-8"))["best_val_accuracy"]
+    accuracy = float(np.mean(np.argmax(val_logits, axis=-1) == val_labels))
+    if abs(accuracy - recorded) > 1e-6:
+        raise StageError(f"{weights}: the exported model scores {accuracy:.6f} on the validation split, training recorded {recorded:.6f}")
+
+
 def export(
     data_dir: Path,
     vocab: Path,
     weights: Path,
+    train_log: Path,
     hparams_path: Path,
     model_source: Path,
     out_dir: Path,
@@ -109,10 +122,11 @@ def export(
     tokenizer = load_tokenizer(vocab, hparams.tokenizer.lower_case)
     module = make_serving_module(model, tokenizer, labels, hparams.tokenizer.sequence_length)
 
-    val_texts, _ = read_split(data_dir / "val.tfrecord")
+    val_texts, val_labels = read_split(data_dir / "val.tfrecord")
     expected_logits = np.concatenate([
         module.serving_default(tf.constant(val_texts[i:i + 64]))["logits"].numpy() for i in range(0, len(val_texts), 64)
     ])
+    check_weights_loaded(expected_logits, val_labels, train_log, weights)
 
     final = out_dir / VERSION
     with atomic_output(final) as staging, tempfile.TemporaryDirectory() as scratch:
@@ -141,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", type=Path, required=True, help="the data stage's output directory")
     parser.add_argument("--vocab", type=Path, required=True)
     parser.add_argument("--weights", type=Path, required=True, help="model.weights.h5 from the train stage")
+    parser.add_argument("--train-log", type=Path, required=True, help="train_log.json from the train stage")
     parser.add_argument("--hparams", type=Path, required=True)
     parser.add_argument("--model-source", type=Path, required=True)
     parser.add_argument("--out-dir", type=Path, required=True, help="the SavedModel base directory; version 1 goes inside")
@@ -148,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def drive(args: argparse.Namespace) -> None:
-    path = export(args.data_dir, args.vocab, args.weights, args.hparams, args.model_source, args.out_dir)
+    path = export(args.data_dir, args.vocab, args.weights, args.train_log, args.hparams, args.model_source, args.out_dir)
     size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
     print(f"export: CPU SavedModel ({size / 1e6:.1f} MB) -> {path}")
 

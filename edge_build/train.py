@@ -83,6 +83,8 @@ def train(inputs: TrainInputs, hparams: Hyperparameters, weights_out: Path, log_
     train_examples = count_records(inputs.train_records)
 
     optimizer = keras.optimizers.Adam(training.learning_rate)
+    # Slots created inside the first trace would make tf.function trace twice.
+    optimizer.build(model.trainable_variables)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum")
     step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
     batch_spec = (tf.TensorSpec([None, sequence_length], tf.int32), tf.TensorSpec([None], tf.int32))

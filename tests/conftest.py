@@ -1,0 +1,93 @@
+"""Tiny datasets and a tiny trained model shared by the stage tests (seconds, not minutes)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Each class has its own words, so even a two-epoch model separates them.
+CLASS_WORDS = {
+    "astronomy": "planet comet orbit telescope galaxy nebula star moon",
+    "cooking": "recipe flour oven butter simmer garlic pepper onion",
+    "football": "goal striker referee penalty league match keeper pitch",
+}
+SHARED_WORDS = "the a of and in with today new report said"
+
+TINY_HPARAMS = """
+[tokenizer]
+vocab_size = 200
+lower_case = true
+sequence_length = 24
+
+[model]
+embedding_dim = 8
+dropout = 0.0
+
+[training]
+epochs = 3
+batch_size = 8
+learning_rate = 0.05
+clip_norm = 1.0
+seed = 7
+shuffle_buffer = 64
+"""
+
+
+def make_text(label: str, rng: random.Random) -> str:
+    words = CLASS_WORDS[label].split() * 2 + SHARED_WORDS.split()
+    return " ".join(rng.choice(words) for _ in range(rng.randint(8, 30))).capitalize() + "."
+
+
+def write_tiny_dataset(root: Path, per_class: int = 12, seed: int = 0) -> Path:
+    rng = random.Random(seed)
+    for label in CLASS_WORDS:
+        (root / label).mkdir(parents=True)
+        for i in range(per_class):
+            (root / label / f"{i:03d}.txt").write_text(make_text(label, rng), encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def tiny_dataset(tmp_path: Path) -> Path:
+    return write_tiny_dataset(tmp_path / "dataset")
+
+
+@pytest.fixture
+def tiny_hparams(tmp_path: Path) -> Path:
+    path = tmp_path / "hparams.toml"
+    path.write_text(TINY_HPARAMS, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_build(tmp_path_factory) -> dict[str, Path]:
+    """data -> vocab -> train -> export on the tiny dataset, run once for the whole session."""
+    from edge_build import data, export, train, vocab
+    from edge_build.config import load_hyperparameters
+
+    root = tmp_path_factory.mktemp("tiny_build")
+    dataset = write_tiny_dataset(root / "dataset")
+    hparams_path = root / "hparams.toml"
+    hparams_path.write_text(TINY_HPARAMS, encoding="utf-8")
+    hparams = load_hyperparameters(hparams_path)
+    paths = {"root": root, "dataset": dataset, "hparams": hparams_path, "data": root / "data", "vocab": root / "vocab.txt", "model": root / "model"}
+    data.build_data(str(dataset), paths["data"], (0.6, 0.2, 0.2), seed=3)
+    vocab.build_vocab(paths["data"] / "train.tfrecord", paths["vocab"], hparams.tokenizer.vocab_size, lower_case=True)
+    inputs = train.TrainInputs(
+        train_records=paths["data"] / "train.tfrecord",
+        val_records=paths["data"] / "val.tfrecord",
+        labels=paths["data"] / "labels.txt",
+        vocab=paths["vocab"],
+        hparams=hparams_path,
+        model_source=REPO / "model_src" / "model.py",
+    )
+    paths["weights"], paths["train_log"] = paths["model"] / "model.weights.h5", paths["model"] / "train_log.json"
+    train.train(inputs, hparams, paths["weights"], paths["train_log"])
+    paths["saved_model"] = export.export(
+        paths["data"], paths["vocab"], paths["weights"], paths["train_log"], hparams_path, REPO / "model_src" / "model.py", root / "saved_model_cpu"
+    )
+    return paths

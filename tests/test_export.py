@@ -1,0 +1,91 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edge_build import export, saved_model
+from edge_build.errors import StageError
+from edge_build.provenance import sha256_file
+
+from conftest import REPO
+
+
+def test_the_export_writes_exactly_the_declared_files(tiny_build):
+    path = tiny_build["saved_model"]
+    assert path.name == "1" and path.parent.name == "saved_model_cpu"
+    written = sorted(str(p.relative_to(path)) for p in path.rglob("*") if p.is_file())
+    assert written == sorted(saved_model.FILES)
+    assert [p.name for p in path.parent.iterdir()] == ["1"]  # no temporary left behind
+
+
+def test_the_vocabulary_is_an_asset_and_the_metadata_describes_the_model(tiny_build):
+    path = tiny_build["saved_model"]
+    assert (path / "assets" / "vocab.txt").read_bytes() == tiny_build["vocab"].read_bytes()
+    meta = json.loads((path / "assets.extra" / "metadata.json").read_text())
+    assert meta["labels"] == ["astronomy", "cooking", "football"]
+    assert meta["sequence_length"] == 24
+    assert meta["vocab_sha256"] == sha256_file(tiny_build["vocab"])
+    assert meta["weights_sha256"] == sha256_file(tiny_build["weights"])
+    assert meta["versions"]["tensorflow"].startswith("2.21") and meta["versions"]["tensorflow-text"].startswith("2.21")
+    assert meta["build_timestamp"] and "git_revision" in meta
+
+
+def test_a_fresh_python_loads_it_and_classifies_raw_text(tiny_build):
+    # As a user would: a new interpreter, tensorflow_text imported, no edge_build code.
+    script = (
+        "import sys, tensorflow as tf, tensorflow_text\n"
+        "m = tf.saved_model.load(sys.argv[1])\n"
+        "print(sorted(m.signatures))\n"
+        "out = m.signatures['serving_default'](text=tf.constant(['The telescope saw a comet near the planet orbit']))\n"
+        "print(out['label'].numpy()[0].decode(), out['probabilities'].numpy().shape)\n"
+        "ids = m.signatures['classify_ids'](input_ids=tf.zeros([2, 24], tf.int32))\n"
+        "print(ids['logits'].shape)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script, str(tiny_build["saved_model"])], capture_output=True, text=True, check=True)
+    assert result.stdout.splitlines() == ["['classify_ids', 'serving_default']", "astronomy (1, 3)", "(2, 3)"]
+
+
+def test_saved_model_cli_lists_both_signatures_and_their_inputs(tiny_build):
+    cli = Path(sys.executable).with_name("saved_model_cli")
+    result = subprocess.run([str(cli), "show", "--all", "--dir", str(tiny_build["saved_model"])], capture_output=True, text=True, check=True)
+    assert "signature_def['serving_default']" in result.stdout and "inputs['text']" in result.stdout
+    assert "signature_def['classify_ids']" in result.stdout and "inputs['input_ids']" in result.stdout
+    assert "shape: (-1, 24)" in result.stdout
+
+
+def test_the_reload_check_catches_a_model_that_does_not_match(tiny_build, tmp_path: Path):
+    loaded = saved_model.load(tiny_build["saved_model"])
+    texts = ["goal striker penalty", "flour oven butter"]
+    logits = saved_model.classify_texts(loaded, [t.encode() for t in texts])["logits"]
+    good, bad = tmp_path / "good.npz", tmp_path / "bad.npz"
+    np.savez(good, texts=np.array(texts), logits=logits)
+    np.savez(bad, texts=np.array(texts), logits=logits + 0.5)
+    assert saved_model.check_reload(tiny_build["saved_model"], good) == 0.0
+    with pytest.raises(StageError, match="reloaded logits differ from the trained model's by 0.5"):
+        saved_model.check_reload(tiny_build["saved_model"], bad)
+    with pytest.raises(StageError, match="reload check failed in a fresh process: error: .*differ"):
+        saved_model.check_in_fresh_process(tiny_build["saved_model"], bad)
+
+
+def test_weights_that_do_not_fit_the_model_are_refused(tiny_build, tmp_path: Path):
+    hparams = tmp_path / "hparams.toml"
+    hparams.write_text(tiny_build["hparams"].read_text().replace("embedding_dim = 8", "embedding_dim = 16"), encoding="utf-8")
+    out = tmp_path / "saved_model_cpu"
+    with pytest.raises(StageError, match="model.weights.h5: cannot load into the model built from"):
+        export.export(tiny_build["data"], tiny_build["vocab"], tiny_build["weights"], tiny_build["train_log"], hparams, REPO / "model_src" / "model.py", out)
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_weights_that_load_only_in_part_are_caught(tiny_build, tmp_path: Path):
+    # What a silently skipped layer looks like: the model no longer scores what training recorded.
+    log = json.loads(tiny_build["train_log"].read_text())
+    log["best_val_accuracy"] = log["best_val_accuracy"] - 0.5
+    forged = tmp_path / "train_log.json"
+    forged.write_text(json.dumps(log))
+    out = tmp_path / "saved_model_cpu"
+    with pytest.raises(StageError, match="the exported model scores .* on the validation split, training recorded"):
+        export.export(tiny_build["data"], tiny_build["vocab"], tiny_build["weights"], forged, tiny_build["hparams"], REPO / "model_src" / "model.py", out)
+    assert not (out / "1").exists()
