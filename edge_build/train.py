@@ -141,7 +141,8 @@ def train(inputs: TrainInputs, hparams: Hyperparameters, weights_out: Path, log_
         }
         epochs.append(record)
         print(f"  val_loss {val_loss:.4f}  val_accuracy {val_accuracy:.4f}  {record['examples_per_second']:.0f} examples/s", flush=True)
-        if best is None or (val_accuracy, -val_loss) > (best["val_accuracy"], -best["val_loss"]):
+        # Compare the logged (rounded) figures, so that the log's best epoch is the one it shows as best.
+        if best is None or (record["val_accuracy"], -record["val_loss"]) > (best["val_accuracy"], -best["val_loss"]):
             best, best_weights = record, model.get_weights()
 
     model.set_weights(best_weights)
