@@ -22,14 +22,112 @@ else:  # pragma: no cover - exercised on Python 3.10 only
 
 from edge_build.errors import ConfigError
 
-#: What a target profile may ask the build to produce, with what each one is.
-ARTIFACTS: Mapping[str, str] = types.MappingProxyType(
+@dataclasses.dataclass(frozen=True)
+class Artifact:
+    """A row of the artifact table: what a profile may ask the build to produce."""
+
+    path: str  # relative to ``<build_dir>/<target>/``
+    description: str
+    tflite: bool = False
+
+
+#: Every artifact a profile may list.
+ARTIFACTS: Mapping[str, Artifact] = types.MappingProxyType(
     {
-        "saved_model_cpu": "CPU SavedModel (TF Serving layout), tokenizer and vocabulary inside",
+        "saved_model_cpu": Artifact("saved_model_cpu/1", "CPU SavedModel (TF Serving layout), tokenizer and vocabulary inside"),
+        "saved_model_xla": Artifact("saved_model_xla/1", "SavedModel whose ids -> logits part is XLA-compiled (jit_compile), for GPUs"),
+        "tflite_fp32": Artifact("model_fp32.tflite", "TF Lite, float32 weights and activations, int32 ids in", tflite=True),
+        "tflite_int8": Artifact("model_int8.tflite", "TF Lite, full-integer INT8 calibrated on real text, int32 ids in", tflite=True),
+    }
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeFacts:
+    """What a device runtime is and can do, as installed from its wheel."""
+
+    package: str  # the pip package that provides it (its interpreter module: device.runtime.INTERPRETER_MODULES)
+    has_flex_delegate: bool
+    # tflite-runtime 2.14 cannot load TF 2.21's per-channel dense layers
+    # (FULLY_CONNECTED v12) and its aarch64 build crashes on them.
+    per_channel_dense: bool
+
+
+RUNTIMES: Mapping[str, RuntimeFacts] = types.MappingProxyType(
+    {
+        "tflite-runtime": RuntimeFacts("tflite-runtime", has_flex_delegate=False, per_channel_dense=False),
+        "ai-edge-litert": RuntimeFacts("ai-edge-litert", has_flex_delegate=False, per_channel_dense=True),
     }
 )
 
 Architecture = Literal["x86_64", "aarch64"]
+RuntimeName = Literal["tflite-runtime", "ai-edge-litert"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Quantization:
+    """How ``tflite_int8`` is quantized: full-integer post-training quantization.
+
+    Attributes:
+      output_type: the logits tensor's type, ``float32`` or ``int8``. The input stays
+        int32 token ids either way (the converter ignores an int8 input type for ids).
+      select_tf_ops: allow the SELECT_TF_OPS (Flex) fallback for ops without a TF Lite
+        builtin; a model that then needs Flex ops is refused for runtimes without the delegate.
+    """
+
+    output_type: Literal["float32", "int8"] = "float32"
+    select_tf_ops: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Runtime:
+    """A device runtime the profile's TF Lite artifacts are checked on.
+
+    Attributes:
+      name: ``tflite-runtime`` or ``ai-edge-litert``.
+      flex_delegate: whether the runtime as deployed has the Flex delegate (the pip wheels of both do not).
+    """
+
+    name: RuntimeName
+    flex_delegate: bool = False
+
+    def __post_init__(self) -> None:
+        if self.flex_delegate and not RUNTIMES[self.name].has_flex_delegate:
+            raise ValueError(f"key 'flex_delegate': {self.name}'s wheels have no Flex delegate (allowed: false)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerances:
+    """How far an artifact may stray from the reference CPU SavedModel; breaches fail the build.
+
+    Attributes:
+      xla_max_abs_logit: saved_model_xla against saved_model_cpu, largest absolute logit difference.
+      fp32_max_abs_logit: tflite_fp32 against the reference, largest absolute logit difference.
+      int8_min_top1_agreement: tflite_int8, share of examples whose top class matches the reference.
+      int8_max_accuracy_drop: tflite_int8, accuracy below the reference's, as a fraction (0.01 = 1 point).
+    """
+
+    xla_max_abs_logit: float = 1e-4
+    fp32_max_abs_logit: float = 1e-4
+    int8_min_top1_agreement: float = 0.99
+    int8_max_accuracy_drop: float = 0.01
+
+    def __post_init__(self) -> None:
+        _require_positive(self, "xla_max_abs_logit", "fp32_max_abs_logit")
+        for name in ("int8_min_top1_agreement", "int8_max_accuracy_drop"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"key '{name}': must be between 0 and 1, not {getattr(self, name)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class LatencyBudgets:
+    """Per-invoke p50 budgets at batch 1 on the device runtimes, in milliseconds (enforced by the device checks)."""
+
+    fp32_p50_ms: float = 1.0
+    int8_p50_ms: float = 1.0
+
+    def __post_init__(self) -> None:
+        _require_positive(self, "fp32_p50_ms", "int8_p50_ms")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,12 +139,20 @@ class TargetProfile:
       description: one line shown by ``scons target=list``.
       arch: the CPU architecture the artifacts are for.
       artifacts: what the build produces for this target (keys of ``ARTIFACTS``).
+      quantization: settings of ``tflite_int8``.
+      runtimes: device runtimes the TF Lite artifacts must load and run on.
+      tolerances: parity limits against the reference CPU SavedModel.
+      latency: budgets for the device checks.
     """
 
     name: str
     description: str
     arch: Architecture
     artifacts: tuple[str, ...]
+    quantization: Quantization = dataclasses.field(default_factory=Quantization)
+    runtimes: tuple[Runtime, ...] = ()
+    tolerances: Tolerances = dataclasses.field(default_factory=Tolerances)
+    latency: LatencyBudgets = dataclasses.field(default_factory=LatencyBudgets)
 
     def __post_init__(self) -> None:
         if not self.artifacts:
@@ -56,6 +162,28 @@ class TargetProfile:
                 raise ValueError(f"key 'artifacts': unknown artifact '{artifact}' (allowed: {_choices(ARTIFACTS)})")
         if len(set(self.artifacts)) != len(self.artifacts):
             raise ValueError("key 'artifacts': lists an artifact twice")
+        names = [runtime.name for runtime in self.runtimes]
+        if len(set(names)) != len(names):
+            raise ValueError("key 'runtimes': lists a runtime twice")
+        if self.tflite_artifacts and not self.runtimes:
+            raise ValueError(f"key 'runtimes': {', '.join(self.tflite_artifacts)} must be checked on at least one runtime (allowed: {_choices(RUNTIMES)})")
+        if self.runtimes and not self.tflite_artifacts:
+            raise ValueError("key 'runtimes': the profile lists no TF Lite artifact to run on them")
+        if "saved_model_xla" in self.artifacts and "saved_model_cpu" not in self.artifacts:
+            raise ValueError("key 'artifacts': saved_model_xla is checked against saved_model_cpu, which must be listed too")
+
+    @property
+    def tflite_artifacts(self) -> tuple[str, ...]:
+        return tuple(a for a in self.artifacts if ARTIFACTS[a].tflite)
+
+    @property
+    def per_channel_dense(self) -> bool:
+        """Per-channel dense quantization only when every runtime of the profile runs it."""
+        return all(RUNTIMES[runtime.name].per_channel_dense for runtime in self.runtimes)
+
+    @property
+    def flex_runtimes(self) -> tuple[str, ...]:
+        return tuple(runtime.name for runtime in self.runtimes if runtime.flex_delegate)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,6 +266,41 @@ class Hyperparameters:
         except ValueError as exc:
             raise ConfigError(f"training override: {exc}") from exc
         return dataclasses.replace(self, training=training)
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrationConfig:
+    """``calibration/calibration.toml``: what the INT8 representative dataset is made of.
+
+    Attributes:
+      samples: examples drawn from ``split``, stratified per class (0 with ``field_samples_mode = "only"``).
+      split: ``train`` or ``val``; never ``test``, which must stay unseen.
+      seed: seeds the draw.
+      field_samples: optional text file of the user's own examples, one per line,
+        relative to the TOML file; tokenized the same way as the drawn ones.
+      field_samples_mode: ``mix`` adds them to the drawn examples, ``only`` uses them instead.
+    """
+
+    samples: int = 300
+    split: Literal["train", "val"] = "train"
+    seed: int = 0
+    field_samples: str = ""
+    field_samples_mode: Literal["mix", "only"] = "mix"
+
+    def __post_init__(self) -> None:
+        if self.samples < 0:
+            raise ValueError(f"key 'samples': must be 0 or more, not {self.samples}")
+        if self.field_samples_mode == "only" and not self.field_samples:
+            raise ValueError("key 'field_samples_mode': 'only' needs a 'field_samples' file")
+        if self.field_samples_mode == "only" and self.samples:
+            raise ValueError("key 'samples': must be 0 when field_samples_mode is 'only' (the split is not drawn from)")
+        if not self.samples and not self.field_samples:
+            raise ValueError("key 'samples': the representative set would be empty (set samples > 0 or a field_samples file)")
+
+
+def load_calibration(path: Path | str) -> CalibrationConfig:
+    path = Path(path)
+    return from_mapping(CalibrationConfig, load_toml(path), where=str(path))
 
 
 def load_toml(path: Path) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Stage *export*: the CPU SavedModel, tokenizer and vocabulary inside, in TF Serving's layout.
+"""Stage *export*: a SavedModel, tokenizer and vocabulary inside, in TF Serving's layout.
 
 Reads the trained weights and training log, ``vocab.txt``, ``labels.txt``, ``val.tfrecord``, the
 hyperparameters and the model source; writes ``<out-dir>/1/`` (the files in
@@ -10,6 +10,13 @@ hyperparameters and the model source; writes ``<out-dir>/1/`` (the files in
 and ``assets.extra/metadata.json`` (versions, git revision, labels, vocab SHA-256).
 Before the version directory gets its final name, a fresh Python process loads it
 and must reproduce the in-memory model's logits on the validation split.
+
+With ``--jit-compile`` it writes the XLA flavour (``saved_model_xla``): the ids ->
+logits function is ``tf.function(jit_compile=True)`` with a fixed ``[None, L]``
+signature, and ``serving_default`` tokenizes outside the XLA cluster (tokenizer ops
+cannot be compiled) before calling it. XLA compiles per input shape on first use,
+so a server should make one warm-up call per batch size it serves right after
+loading; on a machine without a GPU, XLA's CPU backend runs it.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from edge_build import cli, saved_model
 from edge_build.atomic import atomic_output
 from edge_build.config import Hyperparameters, load_hyperparameters
 from edge_build.errors import StageError
-from edge_build.model_source import build_model
+from edge_build.model_source import check_weights_loaded, load_trained_model
 from edge_build.provenance import build_timestamp, git_revision, package_versions, sha256_file
 from edge_build.records import read_labels, read_split
 from edge_build.tokenizer import encode, load_tokenizer
@@ -34,7 +41,7 @@ from edge_build.tokenizer import encode, load_tokenizer
 VERSION = "1"
 
 
-def make_serving_module(model, tokenizer, labels: list[str], sequence_length: int):
+def make_serving_module(model, tokenizer, labels: list[str], sequence_length: int, jit_compile: bool = False):
     """A ``tf.Module`` whose two ``tf.function``s become the SavedModel's signatures."""
     import tensorflow as tf
 
@@ -46,6 +53,7 @@ def make_serving_module(model, tokenizer, labels: list[str], sequence_length: in
             self.labels = tf.constant(labels)
             self.classify_ids = tf.function(
                 self._classify_ids,
+                jit_compile=jit_compile,
                 input_signature=[tf.TensorSpec([None, sequence_length], tf.int32, name="input_ids")],
             )
             self.serving_default = tf.function(
@@ -67,8 +75,10 @@ def make_serving_module(model, tokenizer, labels: list[str], sequence_length: in
     return TextClassifier()
 
 
-def metadata(hparams: Hyperparameters, labels: list[str], vocab: Path, weights: Path) -> dict:
+def metadata(hparams: Hyperparameters, labels: list[str], vocab: Path, weights: Path, jit_compile: bool) -> dict:
     return {
+        "flavour": "xla" if jit_compile else "cpu",
+        "jit_compile": jit_compile,
         "versions": package_versions("tensorflow", "tensorflow-text", "keras", "edge-build"),
         "build_timestamp": build_timestamp(),
         "git_revision": git_revision(),
@@ -83,20 +93,9 @@ def metadata(hparams: Hyperparameters, labels: list[str], vocab: Path, weights: 
             "classify_ids": {"inputs": {"input_ids": f"int32 [None, {hparams.tokenizer.sequence_length}]"}, "outputs": ["logits"]},
         },
         "hyperparameters": hparams.to_dict(),
-        "load_note": "import tensorflow_text before tf.saved_model.load: the tokenizer's ops live there",
+        "load_note": "import tensorflow_text before tf.saved_model.load: the tokenizer's ops live there"
+        + ("; call each signature once per served batch size after loading: XLA compiles on first use" if jit_compile else ""),
     }
-
-
-def check_weights_loaded(val_logits, val_labels, train_log: Path, weights: Path) -> None:
-    """The exported model must score exactly what training recorded for the kept epoch.
-
-    Keras skips parts of a weights file it cannot match with a warning, not an
-    error; a model with freshly initialized layers would still reload perfectly.
-    """
-    recorded = json.loads(train_log.read_text(encoding="utf-8"))["best_val_accuracy"]
-    accuracy = float(np.mean(np.argmax(val_logits, axis=-1) == val_labels))
-    if abs(accuracy - recorded) > 1e-6:
-        raise StageError(f"{weights}: the exported model scores {accuracy:.6f} on the validation split, training recorded {recorded:.6f}")
 
 
 def export(
@@ -107,20 +106,16 @@ def export(
     hparams_path: Path,
     model_source: Path,
     out_dir: Path,
+    jit_compile: bool = False,
 ) -> Path:
     """Write the SavedModel to ``out_dir/1`` after a fresh-process reload check; return that path."""
     import tensorflow as tf
 
     hparams = load_hyperparameters(hparams_path)
     labels = read_labels(data_dir / "labels.txt")
-    vocab_size = len(vocab.read_text(encoding="utf-8").splitlines())
-    model = build_model(model_source, hparams, hparams_path, vocab_size, len(labels))
-    try:
-        model.load_weights(str(weights))
-    except (ValueError, OSError) as exc:
-        raise StageError(f"{weights}: cannot load into the model built from {model_source}: {exc}") from exc
+    model = load_trained_model(model_source, hparams, hparams_path, vocab, len(labels), weights)
     tokenizer = load_tokenizer(vocab, hparams.tokenizer.lower_case)
-    module = make_serving_module(model, tokenizer, labels, hparams.tokenizer.sequence_length)
+    module = make_serving_module(model, tokenizer, labels, hparams.tokenizer.sequence_length, jit_compile)
 
     val_texts, val_labels = read_split(data_dir / "val.tfrecord")
     expected_logits = np.concatenate([
@@ -140,7 +135,9 @@ def export(
         )
         extra = staging / "assets.extra"
         extra.mkdir()
-        (extra / "metadata.json").write_text(json.dumps(metadata(hparams, labels, vocab, weights), indent=2) + "\n", encoding="utf-8")
+        (extra / "metadata.json").write_text(json.dumps(metadata(hparams, labels, vocab, weights, jit_compile), indent=2) + "\n", encoding="utf-8")
+        if jit_compile and not saved_model.xla_compiled_functions(staging):
+            raise StageError(f"{final}: no function in the saved graph is marked for XLA compilation")
         written = sorted(str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file())
         if written != sorted(saved_model.FILES):
             raise StageError(f"{final}: the export wrote {written}, the build expects {sorted(saved_model.FILES)}")
@@ -159,13 +156,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--hparams", type=Path, required=True)
     parser.add_argument("--model-source", type=Path, required=True)
     parser.add_argument("--out-dir", type=Path, required=True, help="the SavedModel base directory; version 1 goes inside")
+    parser.add_argument("--jit-compile", action="store_true", help="XLA-compile the ids -> logits function (the GPU flavour)")
     return parser
 
 
 def drive(args: argparse.Namespace) -> None:
-    path = export(args.data_dir, args.vocab, args.weights, args.train_log, args.hparams, args.model_source, args.out_dir)
+    path = export(args.data_dir, args.vocab, args.weights, args.train_log, args.hparams, args.model_source, args.out_dir, args.jit_compile)
     size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-    print(f"export: CPU SavedModel ({size / 1e6:.1f} MB) -> {path}")
+    print(f"export: {'XLA' if args.jit_compile else 'CPU'} SavedModel ({size / 1e6:.1f} MB) -> {path}")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from edge_build.config import Hyperparameters
-from edge_build.errors import ConfigError
+from edge_build.errors import ConfigError, StageError
 
 BUILDER = "build_model"
 #: Arguments edge-build supplies itself; the rest come from ``[model]`` in the hyperparameters.
@@ -47,3 +47,30 @@ def build_model(model_path: Path, hparams: Hyperparameters, hparams_path: Path, 
     if tuple(model.inputs[0].shape) != (None, hparams.tokenizer.sequence_length):
         raise ConfigError(f"{model_path}: the model's input shape is {tuple(model.inputs[0].shape)}, expected (None, {hparams.tokenizer.sequence_length})")
     return model
+
+
+def load_trained_model(model_path: Path, hparams: Hyperparameters, hparams_path: Path, vocab: Path, num_classes: int, weights: Path):
+    """The model built from its source, with the train stage's weights loaded."""
+    vocab_size = len(vocab.read_text(encoding="utf-8").splitlines())
+    model = build_model(model_path, hparams, hparams_path, vocab_size, num_classes)
+    try:
+        model.load_weights(str(weights))
+    except (ValueError, OSError) as exc:
+        raise StageError(f"{weights}: cannot load into the model built from {model_path}: {exc}") from exc
+    return model
+
+
+def check_weights_loaded(val_logits, val_labels, train_log: Path, weights: Path) -> None:
+    """The loaded model must score exactly what training recorded for the kept epoch.
+
+    Keras skips parts of a weights file it cannot match with a warning, not an
+    error; a model with freshly initialized layers would still export and reload.
+    """
+    import json
+
+    import numpy as np
+
+    recorded = json.loads(train_log.read_text(encoding="utf-8"))["best_val_accuracy"]
+    accuracy = float(np.mean(np.argmax(val_logits, axis=-1) == val_labels))
+    if abs(accuracy - recorded) > 1e-6:
+        raise StageError(f"{weights}: the loaded model scores {accuracy:.6f} on the validation split, training recorded {recorded:.6f}")

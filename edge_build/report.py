@@ -1,9 +1,13 @@
-"""Stage *report*: evaluate the target's artifacts on the test split; write ``eval.json`` and ``report.md``.
+"""Stage *report*: evaluate every artifact of a target on the test split; write ``eval.json`` and ``report.md``.
 
-Reads the exported SavedModel (loaded in this process, as a user would load it),
-``test.tfrecord``, ``labels.txt``, the data ``summary.json`` and ``train_log.json``.
-The SavedModel is fed raw text through ``serving_default``, so the evaluation
-covers the tokenizer inside it too.
+Reads the reference CPU SavedModel, the target's artifacts (SavedModels and
+``.tflite`` files with their conversion reports), ``test.tfrecord``,
+``labels.txt``, the data ``summary.json``, ``train_log.json`` and, for INT8, the
+calibration summary. SavedModels are fed raw text through ``serving_default``
+(covering the tokenizer inside them); TF Lite models get the token ids of the
+reference's own vocabulary asset on TensorFlow's interpreter. Every artifact is
+compared with the reference; a breach of the profile's tolerances (the XLA
+SavedModel's logit error, TF Lite parity) fails the stage with the figures.
 """
 
 from __future__ import annotations
@@ -15,88 +19,156 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_build import cli, saved_model
+from edge_build import cli, parity, saved_model
 from edge_build.atomic import atomic_outputs
+from edge_build.config import ARTIFACTS, TargetProfile, load_profile
+from edge_build.errors import StageError
 from edge_build.metrics import classification_metrics
 from edge_build.records import read_labels, read_split
 
-
-def directory_size(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+REFERENCE = "saved_model_cpu"
 
 
-def evaluate_saved_model(saved_model_dir: Path, texts: list[bytes], y_true: np.ndarray, labels: list[str]) -> dict:
-    outputs = saved_model.classify_texts(saved_model.load(saved_model_dir), texts)
-    y_pred = np.argmax(outputs["logits"], axis=-1)
+def size_of(path: Path) -> int:
+    return path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def saved_model_logits(path: Path, texts: list[bytes], labels: list[str]) -> np.ndarray:
+    outputs = saved_model.classify_texts(saved_model.load(path), texts)
     named = [label.decode("utf-8") for label in outputs["label"]]
-    if named != [labels[i] for i in y_pred]:
-        raise AssertionError("serving_default's label output disagrees with the argmax of its logits")
-    return {
-        "path": str(saved_model_dir),
-        "size_bytes": directory_size(saved_model_dir),
-        **classification_metrics(y_true, y_pred, labels),
+    if named != [labels[i] for i in np.argmax(outputs["logits"], axis=-1)]:
+        raise StageError(f"{path}: serving_default's label output disagrees with the argmax of its logits")
+    return outputs["logits"]
+
+
+def reference_token_ids(reference: Path, texts: list[bytes]) -> np.ndarray:
+    """Token ids exactly as the reference SavedModel makes them: its vocabulary asset and metadata."""
+    import tensorflow as tf
+
+    from edge_build.tokenizer import encode, load_tokenizer
+
+    meta = json.loads((reference / "assets.extra" / "metadata.json").read_text(encoding="utf-8"))
+    tokenizer = load_tokenizer(reference / "assets" / "vocab.txt", meta["lower_case"])
+    return encode(tokenizer, tf.constant(texts), meta["sequence_length"]).numpy()
+
+
+def evaluate(profile: TargetProfile, reference: Path, target_dir: Path, data_dir: Path) -> dict:
+    from edge_build.tflite import run_tflite
+
+    labels = read_labels(data_dir / "labels.txt")
+    texts, y_true = read_split(data_dir / "test.tfrecord")
+    reference_logits = saved_model_logits(reference, texts, labels)
+    ids = None
+    results, failures = {}, []
+    for name in profile.artifacts:
+        path = target_dir / ARTIFACTS[name].path
+        if ARTIFACTS[name].tflite:
+            ids = reference_token_ids(reference, texts) if ids is None else ids
+            logits = run_tflite(path.read_bytes(), ids)
+        else:
+            logits = saved_model_logits(path, texts, labels)
+        figures = parity.compare(reference_logits, logits, y_true)
+        broken = parity.breaches(name, figures, profile.tolerances)
+        failures += [f"{name}: {b}" for b in broken]
+        results[name] = {
+            "path": str(path),
+            "size_bytes": size_of(path),
+            **classification_metrics(y_true, np.argmax(logits, axis=-1), labels),
+            "parity": {k: figures[k] for k in ("max_abs_logit_error", "mean_abs_logit_error", "top1_agreement")},
+            "tolerance_breaches": broken,
+        }
+    evaluation = {
+        "target": profile.name,
+        "split": "test",
+        "labels": labels,
+        "reference": {"path": str(reference), **classification_metrics(y_true, np.argmax(reference_logits, axis=-1), labels)},
+        "artifacts": results,
     }
+    if failures:
+        raise StageError(f"targets/{profile.name}.toml tolerances broken on the test split: {'; '.join(failures)}")
+    return evaluation
 
 
-def render_markdown(target: str, evaluation: dict, data_summary: dict, train_log: dict) -> str:
+def _table(header: list[str], rows: list[list]) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(map(str, row)) + " |" for row in rows]
+
+
+def render_markdown(evaluation: dict, data_summary: dict, train_log: dict, tflite_reports: dict, calibration: dict | None) -> str:
     labels = evaluation["labels"]
-    lines = [f"# edge-build report: target `{target}`", ""]
-    lines += ["## Data", "", f"Dataset `{data_summary['dataset']}` (sha256 `{data_summary['sha256'][:16]}…`), {data_summary['examples']} examples.", ""]
-    lines += ["| split | " + " | ".join(labels) + " | total |", "|---" * (len(labels) + 2) + "|"]
-    for split, counts in data_summary["counts"].items():
-        lines.append(f"| {split} | " + " | ".join(str(counts[label]) for label in labels) + f" | {sum(counts.values())} |")
-    for warning in data_summary.get("warnings", []):
-        lines.append(f"\n- warning: {warning}")
+    artifacts = evaluation["artifacts"]
+    lines = [f"# edge-build report: target `{evaluation['target']}`", ""]
+    lines += ["## Artifacts on the test split", "", f"Reference: the CPU SavedModel at `{evaluation['reference']['path']}`, accuracy {evaluation['reference']['accuracy']:.4f}.", ""]
+    rows = []
+    for name, r in artifacts.items():
+        p = r["parity"]
+        rows.append([name, f"{r['size_bytes'] / 1e6:.2f} MB", f"{r['accuracy']:.4f}", f"{r['macro_f1']:.4f}", f"{p['top1_agreement']:.4f}", f"{p['max_abs_logit_error']:.3g}", f"{p['mean_abs_logit_error']:.3g}"])
+    lines += _table(["artifact", "size", "accuracy", "macro F1", "top-1 agreement", "max abs Δlogit", "mean abs Δlogit"], rows)
+    if tflite_reports:
+        lines += ["", "## TF Lite conversion", ""]
+        rows = []
+        for name, rep in tflite_reports.items():
+            runtimes = ", ".join(f"{n} {r['version']}: {'ok' if r['ok'] else r['error']}" for n, r in rep["runtimes"].items())
+            rows.append([name, rep["converter"]["inference_output_type"], ", ".join(rep["converter"]["supported_ops"]), ", ".join(rep["flex_ops"]) or "none", ", ".join(rep["custom_ops"]) or "none", len(rep["float_activations"]), runtimes])
+        lines += _table(["artifact", "output type", "supported ops", "Flex ops", "custom ops", "float activations", "loads and runs on"], rows)
+        names = list(tflite_reports)
+        counts: dict[tuple, dict] = {}
+        for name, rep in tflite_reports.items():
+            for op in rep["operators"]:
+                counts.setdefault((op["op"], op["kind"]), {})[name] = f"{op['count']} (v{op['version']})"
+        lines += ["", "Operators (count, version):", ""]
+        lines += _table(["operator", "kind", *names], [[op, kind, *(per.get(n, "") for n in names)] for (op, kind), per in sorted(counts.items())])
+        for name, rep in tflite_reports.items():
+            if rep["float_activations"]:
+                lines += ["", f"{name} tensors that stayed float: " + ", ".join(f"`{t}`" for t in rep["float_activations"])]
+            if "quantization_errors" in rep:
+                lines += ["", f"### {name}: per-layer quantization error (worst first)", "", "RMSE of each layer's INT8 output against float, also in quantization steps (0.29 is the rounding floor).", ""]
+                lines += _table(["op", "tensor", "scale", "RMSE", "RMSE / step", "max abs error"], [[e["op"], f"`{e['tensor']}`", f"{e['scale']:.4g}", f"{e['rmse']:.4g}", f"{e['rmse_in_steps']:.3f}", f"{e['max_abs_error']:.4g}"] for e in rep["quantization_errors"][:10]])
+    if calibration:
+        drawn = ", ".join(f"{k} {v}" for k, v in calibration["drawn"]["per_class"].items()) or "none"
+        lines += ["", "## Calibration", "", f"{calibration['samples']} samples from `{calibration['config']}`: drawn from the {calibration['drawn']['split']} split ({drawn}); {calibration['field_samples']['count']} field samples; ids sha256 `{calibration['ids_sha256'][:16]}…`."]
+    lines += ["", "## Data", "", f"Dataset `{data_summary['dataset']}` (sha256 `{data_summary['sha256'][:16]}…`), {data_summary['examples']} examples.", ""]
+    lines += _table(["split", *labels, "total"], [[split, *(counts[label] for label in labels), sum(counts.values())] for split, counts in data_summary["counts"].items()])
+    lines += [f"\n- warning: {w}" for w in data_summary.get("warnings", [])]
     epochs = train_log["epochs"]
-    rate = np.median([e["examples_per_second"] for e in epochs])
     lines += [
         "",
         "## Training",
         "",
-        f"{len(epochs)} epochs, best validation epoch {train_log['best_epoch']} "
-        f"(val accuracy {train_log['best_val_accuracy']:.4f}, val loss {train_log['best_val_loss']:.4f}); "
-        f"median {rate:.0f} examples/s.",
-        "",
-        "## Test split",
-        "",
-        "| artifact | accuracy | macro F1 | correct | size |",
-        "|---|---|---|---|---|",
+        f"{len(epochs)} epochs, best validation epoch {train_log['best_epoch']} (val accuracy {train_log['best_val_accuracy']:.4f}, "
+        f"val loss {train_log['best_val_loss']:.4f}); median {np.median([e['examples_per_second'] for e in epochs]):.0f} examples/s.",
     ]
-    for name, result in evaluation["artifacts"].items():
-        lines.append(f"| {name} | {result['accuracy']:.4f} | {result['macro_f1']:.4f} | {result['correct']}/{result['examples']} | {result['size_bytes'] / 1e6:.2f} MB |")
-    for name, result in evaluation["artifacts"].items():
-        lines += ["", f"### {name}: per class", "", "| class | precision | recall | F1 | support |", "|---|---|---|---|---|"]
-        for label, figures in result["per_class"].items():
-            lines.append(f"| {label} | {figures['precision']:.3f} | {figures['recall']:.3f} | {figures['f1']:.3f} | {figures['support']} |")
-        lines += ["", f"### {name}: confusion matrix (rows: true, columns: predicted)", "", "| | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
-        for label, row in zip(labels, result["confusion_matrix"]):
-            lines.append(f"| **{label}** | " + " | ".join(map(str, row)) + " |")
+    for name, r in artifacts.items():
+        lines += ["", f"## {name}: per class", ""]
+        lines += _table(["class", "precision", "recall", "F1", "support"], [[label, f"{f['precision']:.3f}", f"{f['recall']:.3f}", f"{f['f1']:.3f}", f["support"]] for label, f in r["per_class"].items()])
+        lines += ["", "Confusion matrix (rows: true, columns: predicted):", ""]
+        lines += _table(["", *labels], [[f"**{label}**", *row] for label, row in zip(labels, r["confusion_matrix"])])
     return "\n".join(lines) + "\n"
 
 
-def build_report(target: str, data_dir: Path, train_log_path: Path, saved_model_dir: Path, out_dir: Path) -> dict:
-    labels = read_labels(data_dir / "labels.txt")
-    texts, y_true = read_split(data_dir / "test.tfrecord")
-    evaluation = {
-        "target": target,
-        "split": "test",
-        "labels": labels,
-        "artifacts": {"saved_model_cpu": evaluate_saved_model(saved_model_dir, texts, y_true, labels)},
+def build_report(profile: TargetProfile, reference: Path, target_dir: Path, data_dir: Path, train_log: Path, calibration_summary: Path | None) -> dict:
+    evaluation = evaluate(profile, reference, target_dir, data_dir)
+    tflite_reports = {
+        name: json.loads((target_dir / f"{name}.json").read_text(encoding="utf-8")) for name in profile.tflite_artifacts
     }
+    calibration = json.loads(calibration_summary.read_text(encoding="utf-8")) if calibration_summary else None
     data_summary = json.loads((data_dir / "summary.json").read_text(encoding="utf-8"))
-    train_log = json.loads(train_log_path.read_text(encoding="utf-8"))
-    with atomic_outputs(out_dir / "eval.json", out_dir / "report.md") as (eval_tmp, report_tmp):
+    log = json.loads(train_log.read_text(encoding="utf-8"))
+    with atomic_outputs(target_dir / "eval.json", target_dir / "report.md") as (eval_tmp, report_tmp):
         eval_tmp.write_text(json.dumps(evaluation, indent=2) + "\n", encoding="utf-8")
-        report_tmp.write_text(render_markdown(target, evaluation, data_summary, train_log), encoding="utf-8")
+        report_tmp.write_text(render_markdown(evaluation, data_summary, log, tflite_reports, calibration), encoding="utf-8")
     return evaluation
 
 
 def headline(evaluation: dict, report_path: Path) -> str:
-    lines = [f"== {evaluation['target']}: test split, {len(evaluation['labels'])} classes =="]
-    for name, result in evaluation["artifacts"].items():
+    reference = evaluation["reference"]
+    lines = [
+        f"== {evaluation['target']}: test split, {reference['examples']} examples, {len(evaluation['labels'])} classes ==",
+        f"   {'reference (CPU SavedModel)':<28} accuracy {reference['accuracy']:.4f}",
+    ]
+    for name, r in evaluation["artifacts"].items():
         lines.append(
-            f"   {name:<16} accuracy {result['accuracy']:.4f} ({result['correct']}/{result['examples']})"
-            f"  macro F1 {result['macro_f1']:.4f}  {result['size_bytes'] / 1e6:.2f} MB"
+            f"   {name:<28} accuracy {r['accuracy']:.4f}  top-1 agreement {r['parity']['top1_agreement']:.4f}"
+            f"  max |Δlogit| {r['parity']['max_abs_logit_error']:.2g}  {r['size_bytes'] / 1e6:.2f} MB"
         )
     lines.append(f"   report: {report_path}")
     return "\n".join(lines)
@@ -104,17 +176,19 @@ def headline(evaluation: dict, report_path: Path) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.report", description=__doc__.splitlines()[0])
-    parser.add_argument("--target", required=True, help="the target profile's name (for the report's title)")
+    parser.add_argument("--profile", type=Path, required=True, help="targets/<name>.toml")
+    parser.add_argument("--reference", type=Path, required=True, help="the reference CPU SavedModel's version directory")
+    parser.add_argument("--target-dir", type=Path, required=True, help="where the target's artifacts are and the report goes")
     parser.add_argument("--data-dir", type=Path, required=True)
     parser.add_argument("--train-log", type=Path, required=True)
-    parser.add_argument("--saved-model", type=Path, required=True, help="the CPU SavedModel's version directory")
-    parser.add_argument("--out-dir", type=Path, required=True, help="where eval.json and report.md go")
+    parser.add_argument("--calibration-summary", type=Path, help="the calibration stage's summary.json (targets with tflite_int8)")
     return parser
 
 
 def drive(args: argparse.Namespace) -> None:
-    evaluation = build_report(args.target, args.data_dir, args.train_log, args.saved_model, args.out_dir)
-    print(headline(evaluation, args.out_dir / "report.md"))
+    profile = load_profile(args.profile.parent, args.profile.stem)
+    evaluation = build_report(profile, args.reference, args.target_dir, args.data_dir, args.train_log, args.calibration_summary)
+    print(headline(evaluation, args.target_dir / "report.md"))
 
 
 if __name__ == "__main__":

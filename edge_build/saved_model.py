@@ -51,6 +51,20 @@ def classify_texts(loaded, texts: list[bytes]) -> dict:
     return {key: np.concatenate([b[key].numpy() for b in batches]) for key in batches[0]}
 
 
+def xla_compiled_functions(path: Path | str) -> list[str]:
+    """Names of the functions in the SavedModel's graph that XLA must compile (``jit_compile=True``)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString((Path(path) / "saved_model.pb").read_bytes())
+    return sorted(
+        function.signature.name
+        for graph in proto.meta_graphs
+        for function in graph.graph_def.library.function
+        if "_XlaMustCompile" in function.attr and function.attr["_XlaMustCompile"].b
+    )
+
+
 def check_reload(saved_model_dir: Path, expected_npz: Path) -> float:
     """Compare the SavedModel's logits with the expected ones; return the max abs difference."""
     import numpy as np

@@ -58,3 +58,8 @@ def stage_code(stage: str) -> list[Path]:
             else:
                 pending.extend(name.strip(" ()") for name in names.split(","))
     return sorted(PACKAGE_DIR / f"{module}.py" for module in seen)
+
+
+def calibration_files(directory: Path) -> list[Path]:
+    """Everything under ``calibration/``: editing any of it rebuilds the representative set."""
+    return sorted(p for p in Path(directory).rglob("*") if p.is_file() and not p.name.startswith("."))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -90,4 +91,64 @@ def tiny_build(tmp_path_factory) -> dict[str, Path]:
     paths["saved_model"] = export.export(
         paths["data"], paths["vocab"], paths["weights"], paths["train_log"], hparams_path, REPO / "model_src" / "model.py", root / "saved_model_cpu"
     )
+    return paths
+
+
+TINY_PROFILE = """
+description = "tests: every artifact, checked on tflite-runtime"
+arch = "x86_64"
+artifacts = ["saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_int8"]
+
+[quantization]
+output_type = "float32"
+select_tf_ops = false
+
+[[runtimes]]
+name = "tflite-runtime"
+
+[tolerances]
+xla_max_abs_logit = 1e-4
+fp32_max_abs_logit = 1e-4
+int8_min_top1_agreement = 0.8
+int8_max_accuracy_drop = 0.2
+"""
+
+
+def write_profile(directory: Path, name: str, text: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_artifacts(tiny_build) -> dict[str, Path]:
+    """The tiny model compiled for ``TINY_PROFILE``: calibration set, both TF Lite models, XLA SavedModel."""
+    from edge_build import calibrate, export, tflite
+    from edge_build.config import load_profile
+
+    root = tiny_build["root"]
+    calibration_dir = root / "calibration_src"
+    calibration_dir.mkdir()
+    (calibration_dir / "calibration.toml").write_text("samples = 20\nsplit = \"train\"\nseed = 0\n", encoding="utf-8")
+    paths = dict(tiny_build)
+    paths["profile"] = write_profile(root / "targets", "tiny", TINY_PROFILE)
+    profile = load_profile(root / "targets", "tiny")
+    paths["calibration"] = root / "calibration"
+    calibrate.build_calibration(calibration_dir / "calibration.toml", tiny_build["data"], tiny_build["vocab"], True, 24, paths["calibration"])
+    inputs = tflite.ConversionInputs(
+        REPO / "model_src" / "model.py", tiny_build["hparams"], tiny_build["vocab"], tiny_build["weights"],
+        tiny_build["train_log"], tiny_build["data"], paths["calibration"] / "representative.npy",
+    )
+    target = root / "tiny"
+    for precision in tflite.PRECISIONS:
+        paths[f"tflite_{precision}"] = target / f"model_{precision}.tflite"
+        tflite.convert(precision, inputs, profile, paths["profile"], paths[f"tflite_{precision}"], target / f"tflite_{precision}.json")
+    paths["saved_model_xla"] = export.export(
+        tiny_build["data"], tiny_build["vocab"], tiny_build["weights"], tiny_build["train_log"], tiny_build["hparams"],
+        REPO / "model_src" / "model.py", target / "saved_model_xla", jit_compile=True,
+    )
+    # As SCons does: the target's saved_model_cpu is a copy of the reference export.
+    shutil.copytree(tiny_build["saved_model"], target / "saved_model_cpu" / "1")
+    paths["target"] = target
     return paths

@@ -23,33 +23,72 @@ def test_shipped_profiles_and_hyperparameters_are_valid():
     assert hparams.tokenizer.sequence_length > 0 and hparams.training.epochs > 0
 
 
-def test_host_profile_builds_the_cpu_saved_model():
-    profile = config.load_profile(REPO / "targets", "host")
-    assert profile.arch == "x86_64"
-    assert "saved_model_cpu" in profile.artifacts
+def test_the_three_shipped_profiles():
+    host, arm64, gpu = (config.load_profile(REPO / "targets", name) for name in ("host", "arm64", "gpu"))
+    assert host.arch == "x86_64" and set(host.artifacts) == {"saved_model_cpu", "tflite_fp32", "tflite_int8"}
+    assert arm64.arch == "aarch64" and set(arm64.artifacts) == {"tflite_fp32", "tflite_int8"}
+    assert set(gpu.artifacts) == {"saved_model_cpu", "saved_model_xla"} and gpu.runtimes == ()
+    for profile in (host, arm64):
+        assert "tflite-runtime" in [r.name for r in profile.runtimes]
+        assert not profile.per_channel_dense and not profile.flex_runtimes
+
+
+BASE = 'description = "x"\narch = "x86_64"\nartifacts = ["saved_model_cpu"]\n'
+TFLITE = 'description = "x"\narch = "x86_64"\nartifacts = ["tflite_int8"]\n[[runtimes]]\nname = "tflite-runtime"\n'
 
 
 @pytest.mark.parametrize(
     "text, message",
     [
-        ('description = "x"\narch = "x86_64"\nartifacts = ["saved_model_cpu"]\ncolour = "red"\n', "unknown key 'colour' (allowed: description, arch, artifacts)"),
-        ('description = "x"\narch = "riscv"\nartifacts = ["saved_model_cpu"]\n', "key 'arch' is 'riscv' (allowed: x86_64, aarch64)"),
-        ('description = "x"\narch = "x86_64"\nartifacts = ["onnx"]\n', "unknown artifact 'onnx' (allowed: saved_model_cpu)"),
-        ('description = "x"\narch = "x86_64"\nartifacts = []\n', "key 'artifacts': must name at least one"),
-        ('description = "x"\narch = "x86_64"\nartifacts = "saved_model_cpu"\n', "key 'artifacts' must be a list of str"),
-        ('description = 3\narch = "x86_64"\nartifacts = ["saved_model_cpu"]\n', "key 'description' must be a string, not int 3"),
+        (BASE + 'colour = "red"\n', "unknown key 'colour' (allowed: description, arch, artifacts, quantization, runtimes, tolerances, latency)"),
+        (BASE.replace("x86_64", "riscv"), "key 'arch' is 'riscv' (allowed: x86_64, aarch64)"),
+        (BASE.replace("saved_model_cpu", "onnx"), "unknown artifact 'onnx' (allowed: saved_model_cpu, saved_model_xla, tflite_fp32, tflite_int8)"),
+        (BASE.replace('["saved_model_cpu"]', "[]"), "key 'artifacts': must name at least one"),
+        (BASE.replace('["saved_model_cpu"]', '"saved_model_cpu"'), "key 'artifacts' must be a list of str"),
+        (BASE.replace('"x"', "3"), "key 'description' must be a string, not int 3"),
         ('arch = "x86_64"\nartifacts = ["saved_model_cpu"]\n', "missing key 'description'"),
         ('description = "x\narch = 1\n', "not valid TOML"),
-        ('name = "other"\ndescription = "x"\narch = "x86_64"\nartifacts = ["saved_model_cpu"]\n', "key 'name' is not allowed"),
+        ('name = "other"\n' + BASE, "key 'name' is not allowed here"),
+        (TFLITE.replace("tflite-runtime", "onnxruntime"), "key 'runtimes.name' is 'onnxruntime' (allowed: tflite-runtime, ai-edge-litert)"),
+        (TFLITE + "flex_delegate = true\n", "key 'runtimes.flex_delegate': tflite-runtime's wheels have no Flex delegate (allowed: false)"),
+        (TFLITE + '[[runtimes]]\nname = "tflite-runtime"\n', "key 'runtimes': lists a runtime twice"),
+        (TFLITE.split("[[runtimes]]")[0], "key 'runtimes': tflite_int8 must be checked on at least one runtime"),
+        (BASE + '[[runtimes]]\nname = "tflite-runtime"\n', "key 'runtimes': the profile lists no TF Lite artifact"),
+        (BASE.replace('"saved_model_cpu"', '"saved_model_xla"'), "saved_model_xla is checked against saved_model_cpu, which must be listed too"),
+        (TFLITE + '[quantization]\noutput_type = "uint8"\n', "key 'quantization.output_type' is 'uint8' (allowed: float32, int8)"),
+        (TFLITE + "[tolerances]\nint8_min_top1_agreement = 1.5\n", "key 'tolerances.int8_min_top1_agreement': must be between 0 and 1"),
+        (TFLITE + "[latency]\nint8_p50_ms = 0\n", "key 'latency.int8_p50_ms': must be greater than 0"),
     ],
 )
 def test_bad_profiles_fail_with_file_key_and_choices(tmp_path: Path, text: str, message: str):
     write(tmp_path / "board.toml", text)
     with pytest.raises(ConfigError) as caught:
         config.load_profile(tmp_path, "board")
-    assert str(tmp_path / "board.toml") in str(caught.value)
+    assert str(caught.value).startswith(f"{tmp_path / 'board.toml'}: ")
     assert message in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('split = "test"\n', "key 'split' is 'test' (allowed: train, val)"),
+        ("samples = -1\n", "key 'samples': must be 0 or more"),
+        ('field_samples_mode = "only"\n', "key 'field_samples_mode': 'only' needs a 'field_samples' file"),
+        ('samples = 0\n', "the representative set would be empty"),
+        ('sample = 10\n', "unknown key 'sample' (allowed: samples, split, seed, field_samples, field_samples_mode)"),
+    ],
+)
+def test_bad_calibration_settings_are_named(tmp_path: Path, text: str, message: str):
+    path = write(tmp_path / "calibration.toml", text)
+    with pytest.raises(ConfigError) as caught:
+        config.load_calibration(path)
+    assert str(caught.value).startswith(f"{path}: ") and message in str(caught.value)
+
+
+def test_the_shipped_calibration_settings_draw_from_the_training_split():
+    settings = config.load_calibration(REPO / "calibration" / "calibration.toml")
+    assert settings.split == "train" and settings.samples >= 100
 
 
 def test_an_unknown_target_lists_the_profiles(tmp_path: Path):

@@ -86,6 +86,21 @@ def test_weights_that_load_only_in_part_are_caught(tiny_build, tmp_path: Path):
     forged = tmp_path / "train_log.json"
     forged.write_text(json.dumps(log))
     out = tmp_path / "saved_model_cpu"
-    with pytest.raises(StageError, match="the exported model scores .* on the validation split, training recorded"):
+    with pytest.raises(StageError, match="the loaded model scores .* on the validation split, training recorded"):
         export.export(tiny_build["data"], tiny_build["vocab"], tiny_build["weights"], forged, tiny_build["hparams"], REPO / "model_src" / "model.py", out)
     assert not (out / "1").exists()
+
+
+def test_the_xla_flavour_compiles_ids_to_logits_and_matches_the_cpu_model(tiny_artifacts):
+    xla, cpu = tiny_artifacts["saved_model_xla"], tiny_artifacts["saved_model"]
+    assert xla.parent.name == "saved_model_xla"
+    assert saved_model.xla_compiled_functions(xla) and not saved_model.xla_compiled_functions(cpu)
+    meta = json.loads((xla / "assets.extra" / "metadata.json").read_text())
+    assert meta["flavour"] == "xla" and "warm-up" not in meta["load_note"] and "once per served batch size" in meta["load_note"]
+    texts = [b"goal striker penalty league", b"comet planet orbit", b"garlic onion simmer"]
+    xla_out = saved_model.classify_texts(saved_model.load(xla), texts)
+    cpu_out = saved_model.classify_texts(saved_model.load(cpu), texts)
+    assert np.max(np.abs(xla_out["logits"] - cpu_out["logits"])) <= 1e-4
+    assert xla_out["label"].tolist() == cpu_out["label"].tolist()
+    loaded = saved_model.load(xla)
+    assert sorted(loaded.signatures) == ["classify_ids", "serving_default"]

@@ -1,11 +1,16 @@
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from edge_build import report
+from edge_build.config import load_profile
+from edge_build.errors import StageError
 from edge_build.metrics import classification_metrics
+
+from conftest import TINY_PROFILE, write_profile
 
 
 def test_metrics_on_hand_made_predictions():
@@ -27,16 +32,38 @@ def test_metrics_refuse_mismatched_arrays():
         classification_metrics(np.array([0, 1]), np.array([0]), ["a", "b"])
 
 
-def test_the_report_evaluates_the_saved_model_on_the_test_split(tiny_build, tmp_path: Path):
-    evaluation = report.build_report("host", tiny_build["data"], tiny_build["train_log"], tiny_build["saved_model"], tmp_path)
-    assert json.loads((tmp_path / "eval.json").read_text()) == evaluation
-    result = evaluation["artifacts"]["saved_model_cpu"]
-    assert result["examples"] == 6
-    assert np.sum(result["confusion_matrix"]) == 6
-    assert result["correct"] == int(np.trace(result["confusion_matrix"]))
-    assert result["size_bytes"] > 0
-    markdown = (tmp_path / "report.md").read_text()
-    assert "# edge-build report: target `host`" in markdown
-    assert "| saved_model_cpu |" in markdown and "confusion matrix" in markdown
-    headline = report.headline(evaluation, tmp_path / "report.md")
-    assert f"accuracy {result['accuracy']:.4f}" in headline
+def test_the_report_evaluates_every_artifact_against_the_reference(tiny_artifacts):
+    profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
+    target = tiny_artifacts["target"]
+    calibration = tiny_artifacts["calibration"] / "summary.json"
+    evaluation = report.build_report(profile, tiny_artifacts["saved_model"], target, tiny_artifacts["data"], tiny_artifacts["train_log"], calibration)
+    assert json.loads((target / "eval.json").read_text()) == evaluation
+    assert list(evaluation["artifacts"]) == ["saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_int8"]
+    for name, result in evaluation["artifacts"].items():
+        assert result["examples"] == 6 and np.sum(result["confusion_matrix"]) == 6
+        assert result["correct"] == int(np.trace(result["confusion_matrix"]))
+        assert result["size_bytes"] > 0 and result["tolerance_breaches"] == []
+    artifacts = evaluation["artifacts"]
+    assert artifacts["saved_model_cpu"]["parity"]["max_abs_logit_error"] == 0.0
+    assert artifacts["saved_model_xla"]["parity"]["max_abs_logit_error"] <= 1e-4
+    assert artifacts["tflite_fp32"]["parity"]["max_abs_logit_error"] <= 1e-4
+    assert artifacts["tflite_int8"]["size_bytes"] < artifacts["tflite_fp32"]["size_bytes"]
+    markdown = (target / "report.md").read_text()
+    assert "# edge-build report: target `tiny`" in markdown
+    for section in ("| tflite_int8 |", "## TF Lite conversion", "per-layer quantization error", "## Calibration", "Confusion matrix"):
+        assert section in markdown
+    headline = report.headline(evaluation, target / "report.md")
+    assert f"accuracy {artifacts['tflite_int8']['accuracy']:.4f}" in headline
+
+
+def test_a_tolerance_breach_on_the_test_split_fails_the_report(tiny_artifacts, tmp_path: Path):
+    text = TINY_PROFILE.replace("fp32_max_abs_logit = 1e-4", "fp32_max_abs_logit = 1e-12")
+    write_profile(tmp_path / "targets", "tiny", text)
+    profile = load_profile(tmp_path / "targets", "tiny")
+    out = tmp_path / "target"
+    shutil.copytree(tiny_artifacts["target"], out)
+    for stale in ("eval.json", "report.md"):
+        (out / stale).unlink(missing_ok=True)
+    with pytest.raises(StageError, match=r"targets/tiny.toml tolerances broken on the test split: tflite_fp32: max \|Δlogit\| .* \(allowed <= 1e-12\)"):
+        report.build_report(profile, tiny_artifacts["saved_model"], out, tiny_artifacts["data"], tiny_artifacts["train_log"], None)
+    assert not (out / "eval.json").exists() and not (out / "report.md").exists()

@@ -13,11 +13,11 @@ import pytest
 from edge_build.data import OUTPUT_FILES as DATA_FILES
 from edge_build.saved_model import FILES as SAVED_MODEL_FILES
 
-from conftest import REPO, TINY_HPARAMS, write_tiny_dataset
+from conftest import REPO, TINY_HPARAMS, TINY_PROFILE, write_profile, write_tiny_dataset
 
 pytestmark = pytest.mark.slow
 SCONS = [sys.executable, "-m", "SCons"]
-STAGE_COMMAND = re.compile(r"-m edge_build\.(\w+) ")
+STAGE_COMMAND = re.compile(r"-m edge_build\.(\w+) (?:--precision (\w+))?")
 
 
 def scons(*arguments: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -28,7 +28,12 @@ def scons(*arguments: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 def stages_run(result: subprocess.CompletedProcess) -> list[str]:
-    return STAGE_COMMAND.findall(result.stdout)
+    """The stages SCons ran, in order; a TF Lite conversion is named with its precision."""
+    return [f"{stage}-{precision}" if precision else stage for stage, precision in STAGE_COMMAND.findall(result.stdout)]
+
+
+def mtimes(paths) -> dict:
+    return {str(p): p.stat().st_mtime_ns for p in paths}
 
 
 @pytest.fixture(scope="module")
@@ -36,25 +41,37 @@ def project(tmp_path_factory) -> dict:
     root = tmp_path_factory.mktemp("scons")
     hparams = root / "hparams.toml"
     hparams.write_text(TINY_HPARAMS, encoding="utf-8")
+    write_profile(root / "targets", "tiny", TINY_PROFILE)
+    calibration = root / "calibration"
+    calibration.mkdir()
+    (calibration / "calibration.toml").write_text("samples = 12\nseed = 0\n", encoding="utf-8")
     return {
         "root": root,
         "build": root / "build",
         "hparams": hparams,
-        "args": [f"dataset={write_tiny_dataset(root / 'dataset')}", f"hparams={hparams}", f"build_dir={root / 'build'}", "split=60/20/20"],
+        "calibration": calibration,
+        "args": [
+            f"dataset={write_tiny_dataset(root / 'dataset')}", f"hparams={hparams}", f"build_dir={root / 'build'}", "split=60/20/20",
+            f"targets_dir={root / 'targets'}", "target=tiny", f"calibration={calibration}",
+        ],
     }
 
 
 def test_a_clean_build_runs_every_stage_and_reports(project):
     result = scons(*project["args"])
-    assert stages_run(result) == ["data", "vocab", "train", "export", "report"]
+    assert sorted(stages_run(result)) == sorted(["data", "vocab", "train", "export", "export", "calibrate", "tflite-fp32", "tflite-int8", "report"])
     build = project["build"]
     for name in DATA_FILES:
         assert (build / "data" / name).is_file()
-    for name in SAVED_MODEL_FILES:
-        assert (build / "host" / "saved_model_cpu" / "1" / name).is_file()
-    evaluation = json.loads((build / "host" / "eval.json").read_text())
-    assert evaluation["artifacts"]["saved_model_cpu"]["examples"] == 6
-    assert "== host: test split, 3 classes ==" in result.stdout
+    for flavour in ("reference/saved_model_cpu", "tiny/saved_model_cpu", "tiny/saved_model_xla"):
+        for name in SAVED_MODEL_FILES:
+            assert (build / flavour / "1" / name).is_file()
+    for name in ("model_fp32.tflite", "model_int8.tflite", "tflite_fp32.json", "tflite_int8.json", "eval.json", "report.md"):
+        assert (build / "tiny" / name).is_file()
+    assert (build / "calibration" / "representative.npy").is_file()
+    evaluation = json.loads((build / "tiny" / "eval.json").read_text())
+    assert list(evaluation["artifacts"]) == ["saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_int8"]
+    assert "== tiny: test split, 6 examples, 3 classes ==" in result.stdout
     assert "reload check: serving_default in a fresh process matches the trained model" in result.stdout
 
 
@@ -70,16 +87,39 @@ def test_a_hyperparameter_change_retrains_but_does_not_resplit(project):
     old_weights = weights.read_bytes()
     project["hparams"].write_text(TINY_HPARAMS.replace("learning_rate = 0.05", "learning_rate = 0.02"), encoding="utf-8")
     result = scons(*project["args"])
-    assert stages_run(result) == ["train", "export", "report"]
+    assert sorted(stages_run(result)) == sorted(["train", "export", "export", "tflite-fp32", "tflite-int8", "report"])
     assert weights.read_bytes() != old_weights
     assert {name: (project["build"] / "data" / name).stat().st_mtime_ns for name in DATA_FILES} == before
 
 
 def test_a_command_line_override_retrains(project):
     result = scons(*project["args"], "epochs=1")
-    assert stages_run(result) == ["train", "export", "report"]
+    assert sorted(stages_run(result)) == sorted(["train", "export", "export", "tflite-fp32", "tflite-int8", "report"])
     log = json.loads((project["build"] / "model" / "train_log.json").read_text())
     assert len(log["epochs"]) == 1
+
+
+def test_a_calibration_edit_rebuilds_only_the_int8_model_and_what_follows(project):
+    scons(*project["args"])  # back to the hyperparameters' epochs after the override above
+    build = project["build"]
+    upstream = [build / "model" / "model.weights.h5", build / "tiny" / "model_fp32.tflite"]
+    upstream += [build / flavour / "1" / name for flavour in ("reference/saved_model_cpu", "tiny/saved_model_cpu", "tiny/saved_model_xla") for name in SAVED_MODEL_FILES]
+    before = mtimes(upstream)
+    int8 = (build / "tiny" / "model_int8.tflite").read_bytes()
+    (project["calibration"] / "calibration.toml").write_text("samples = 9\nseed = 3\n", encoding="utf-8")
+    result = scons(*project["args"], "--debug=explain")
+    assert stages_run(result) == ["calibrate", "tflite-int8", "report"]
+    assert "because" in result.stdout and "calibration.toml" in result.stdout
+    assert mtimes(upstream) == before
+    assert (build / "tiny" / "model_int8.tflite").read_bytes() != int8
+    assert json.loads((build / "calibration" / "summary.json").read_text())["samples"] == 9
+
+
+def test_the_calibrate_alias_regenerates_only_calibrated_models(project):
+    (project["calibration"] / "field.txt").write_text("A striker and a keeper at the match\n", encoding="utf-8")
+    (project["calibration"] / "calibration.toml").write_text('samples = 9\nseed = 3\nfield_samples = "field.txt"\n', encoding="utf-8")
+    result = scons(*project["args"], "calibrate")
+    assert stages_run(result) == ["calibrate", "tflite-int8"]
 
 
 def test_a_stage_alias_builds_only_up_to_that_stage(project, tmp_path: Path):
@@ -107,10 +147,18 @@ def test_a_missing_dataset_is_named(tmp_path: Path):
 
 def test_target_list_and_unknown_targets():
     listed = scons("target=list")
-    assert listed.stdout.startswith("host ")
+    assert [line.split()[0] for line in listed.stdout.splitlines()] == ["arm64", "gpu", "host"]
     unknown = scons("target=nope", check=False)
     assert unknown.returncode == 2
-    assert "unknown target 'nope': no targets/nope.toml (available: host" in unknown.stderr
+    assert "unknown target 'nope': no targets/nope.toml (available: arm64, gpu, host)" in unknown.stderr
+
+
+def test_a_bad_profile_fails_before_anything_runs(tmp_path: Path):
+    write_profile(tmp_path, "board", TINY_PROFILE.replace('name = "tflite-runtime"', 'name = "tflite-runtime"\nflex_delegate = true'))
+    result = scons(f"targets_dir={tmp_path}", "target=board", f"build_dir={tmp_path / 'build'}", check=False)
+    assert result.returncode == 2
+    assert f"{tmp_path / 'board.toml'}: key 'runtimes.flex_delegate': tflite-runtime's wheels have no Flex delegate" in result.stderr
+    assert not (tmp_path / "build" / "data").exists()
 
 
 def test_unknown_variables_and_bad_values_are_refused():
@@ -130,5 +178,5 @@ def test_help_lists_the_variables_and_aliases():
 
 def test_clean_removes_the_build(project):
     scons(*project["args"], "-c")
-    assert not (project["build"] / "host").exists()
+    assert not (project["build"] / "tiny").exists()
     assert not (project["build"] / "model").exists()

@@ -1,0 +1,54 @@
+"""Can this runtime load and run this model? ``python -m edge_build.device.preflight RUNTIME MODEL``.
+
+Loads the model, allocates its tensors and invokes it once on an all-padding
+input, then prints one JSON object: the runtime and its version, the input and
+output tensors, and ``ok`` or the runtime's own error message (an unsupported
+operator version, a missing kernel, a Flex op without the delegate). A crash
+kills this process with a signal; the caller reports that.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+
+from edge_build.device.runtime import RuntimeMissing, load_interpreter, runtime_version
+
+
+def describe(details: list[dict]) -> list[dict]:
+    return [
+        {"name": d["name"], "dtype": np.dtype(d["dtype"]).name, "shape": [int(n) for n in d["shape"]], "quantization": [float(q) for q in d["quantization"]]}
+        for d in details
+    ]
+
+
+def preflight(runtime: str, model_path: str) -> dict:
+    result = {"runtime": runtime, "version": runtime_version(runtime), "model": model_path, "ok": False, "error": None}
+    try:
+        interpreter = load_interpreter(runtime, model_path)
+        inputs = interpreter.get_input_details()
+        result["inputs"], result["outputs"] = describe(inputs), describe(interpreter.get_output_details())
+        for tensor in inputs:
+            interpreter.set_tensor(tensor["index"], np.zeros(tensor["shape"], dtype=tensor["dtype"]))
+        interpreter.invoke()
+        result["ok"] = True
+    except RuntimeMissing as exc:
+        result["error"] = f"not installed: {exc}"
+    except (RuntimeError, ValueError) as exc:
+        result["error"] = " ".join(str(exc).split())
+    return result
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m edge_build.device.preflight RUNTIME MODEL.tflite", file=sys.stderr)
+        return 2
+    result = preflight(*argv)
+    print(json.dumps(result))
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,148 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edge_build import tflite
+from edge_build.config import load_profile
+from edge_build.errors import StageError
+
+from conftest import REPO, TINY_PROFILE, write_profile
+
+
+def read_report(paths, precision: str) -> dict:
+    return json.loads((paths["target"] / f"tflite_{precision}.json").read_text())
+
+
+def test_int8_keeps_int32_ids_in_and_quantizes_weights_and_activations(tiny_artifacts):
+    report = read_report(tiny_artifacts, "int8")
+    run = report["runtimes"]["tflite-runtime"]
+    assert run["ok"] and run["version"] == "2.14.0"
+    assert run["inputs"][0]["dtype"] == "int32" and run["inputs"][0]["shape"] == [1, 24]
+    assert run["outputs"][0]["dtype"] == "float32"  # the profile keeps float logits
+    assert report["tensor_types"]["INT8"] > 0
+    ops = {op["op"]: op for op in report["operators"]}
+    assert ops["FULLY_CONNECTED"]["kind"] == "builtin" and "QUANTIZE" in ops
+    assert report["flex_ops"] == [] and report["custom_ops"] == []
+    assert report["converter"]["supported_ops"] == ["TFLITE_BUILTINS_INT8"]
+    assert report["converter"]["per_channel_dense"] is False  # tflite-runtime cannot run per-channel dense layers
+    assert report["converter"]["calibration_samples"] == 20
+
+
+def test_int8_is_smaller_and_agrees_with_float(tiny_artifacts):
+    int8, fp32 = read_report(tiny_artifacts, "int8"), read_report(tiny_artifacts, "fp32")
+    assert int8["size_bytes"] < fp32["size_bytes"]
+    assert fp32["validation_parity"]["max_abs_logit_error"] < 1e-4
+    assert int8["validation_parity"]["top1_agreement"] >= 0.8
+    assert tiny_artifacts["tflite_int8"].stat().st_size == int8["size_bytes"]
+
+
+def test_the_per_layer_quantization_error_is_reported(tiny_artifacts):
+    errors = read_report(tiny_artifacts, "int8")["quantization_errors"]
+    assert {"FULLY_CONNECTED", "GATHER"} <= {e["op"] for e in errors}
+    for error in errors:
+        assert error["rmse"] >= 0 and error["scale"] > 0
+    assert errors == sorted(errors, key=lambda e: -e["rmse_in_steps"])
+
+
+def test_float32_tensors_are_listed_for_the_float_model(tiny_artifacts):
+    report = read_report(tiny_artifacts, "fp32")
+    assert "INT8" not in report["tensor_types"] and report["float_activations"]
+    assert "quantization_errors" not in report
+
+
+def test_the_device_runtime_runs_the_int8_model_in_its_own_process(tiny_artifacts):
+    script = (
+        "import sys, numpy as np\n"
+        "from tflite_runtime.interpreter import Interpreter\n"
+        "it = Interpreter(model_path=sys.argv[1]); it.allocate_tensors()\n"
+        "i = it.get_input_details()[0]; it.set_tensor(i['index'], np.ones(i['shape'], np.int32)); it.invoke()\n"
+        "print(it.get_tensor(it.get_output_details()[0]['index']).shape, 'tensorflow' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script, str(tiny_artifacts["tflite_int8"])], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "(1, 3) False"
+
+
+def convert_for(tiny_artifacts, tmp_path: Path, profile_text: str, precision: str, model_source: Path | None = None):
+    profile_path = write_profile(tmp_path / "targets", "trial", profile_text)
+    inputs = tflite.ConversionInputs(
+        model_source or REPO / "model_src" / "model.py", tiny_artifacts["hparams"], tiny_artifacts["vocab"], tiny_artifacts["weights"],
+        tiny_artifacts["train_log"], tiny_artifacts["data"], tiny_artifacts["calibration"] / "representative.npy",
+    )
+    out = tmp_path / "out" / f"model_{precision}.tflite"
+    tflite.convert(precision, inputs, load_profile(tmp_path / "targets", "trial"), profile_path, out, tmp_path / "out" / "report.json")
+    return out
+
+
+def test_int8_logits_when_the_profile_asks_for_them(tiny_artifacts, tmp_path: Path):
+    out = convert_for(tiny_artifacts, tmp_path, TINY_PROFILE.replace('output_type = "float32"', 'output_type = "int8"'), "int8")
+    run = json.loads((out.parent / "report.json").read_text())["runtimes"]["tflite-runtime"]
+    assert run["inputs"][0]["dtype"] == "int32" and run["outputs"][0]["dtype"] == "int8"
+
+
+def test_a_tolerance_below_what_the_model_achieves_stops_the_build(tiny_artifacts, tmp_path: Path):
+    with pytest.raises(StageError, match=r"model_fp32.tflite for .*trial.toml: on the validation split against the Keras model, max \|Δlogit\| .* \(allowed <= 1e-12\)"):
+        convert_for(tiny_artifacts, tmp_path, TINY_PROFILE.replace("fp32_max_abs_logit = 1e-4", "fp32_max_abs_logit = 1e-12"), "fp32")
+    assert not (tmp_path / "out" / "model_fp32.tflite").exists() and not (tmp_path / "out" / "report.json").exists()
+
+
+FLEX_MODEL = '''
+import keras
+import tensorflow as tf
+
+
+class RunningProduct(keras.layers.Layer):
+    def call(self, x):
+        return tf.math.cumprod(x, axis=-1)  # no TF Lite builtin: needs Flex
+
+
+def build_model(vocab_size, num_classes, sequence_length, embedding_dim=8, dropout=0.0):
+    ids = keras.Input((sequence_length,), dtype="int32", name="input_ids")
+    x = keras.layers.Embedding(vocab_size, embedding_dim, name="embedding")(ids)
+    x = RunningProduct()(x)
+    x = keras.layers.GlobalAveragePooling1D()(x)
+    return keras.Model(ids, keras.layers.Dense(num_classes, name="logits")(x))
+'''
+
+
+def test_a_model_that_needs_flex_ops_is_refused_for_runtimes_without_the_delegate(tiny_artifacts, tmp_path: Path):
+    source = tmp_path / "flex_model.py"
+    source.write_text(FLEX_MODEL, encoding="utf-8")
+    profile = TINY_PROFILE.replace("select_tf_ops = false", "select_tf_ops = true")
+    # The Flex check reads the converted graph before anything compares outputs (these weights fit only in part).
+    with pytest.raises(StageError, match="trial.toml: needs Flex ops FlexCumprod, which tflite-runtime cannot run"):
+        convert_for(tiny_artifacts, tmp_path, profile, "fp32", model_source=source)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_preflight_names_an_operator_version_the_runtime_lacks(tiny_artifacts, tmp_path: Path):
+    # Dynamic-range quantization in TF 2.21 emits FULLY_CONNECTED v12, which tflite-runtime 2.14 predates.
+    script = (
+        "import sys, tensorflow as tf, keras\n"
+        "ids = keras.Input((24,), dtype='int32')\n"
+        "x = keras.layers.Flatten()(keras.layers.Embedding(300, 8)(ids))\n"
+        "model = keras.Model(ids, keras.layers.Dense(600)(x))\n"
+        "c = tf.lite.TFLiteConverter.from_keras_model(model); c.optimizations = [tf.lite.Optimize.DEFAULT]\n"
+        "open(sys.argv[1], 'wb').write(c.convert())\n"
+    )
+    model = tmp_path / "dynamic_range.tflite"
+    subprocess.run([sys.executable, "-c", script, str(model)], check=True, capture_output=True)
+    result = tflite.preflight(model, "tflite-runtime")
+    assert not result["ok"]
+    assert "FULLY_CONNECTED" in result["error"] and "version '12'" in result["error"]
+
+
+def test_preflight_reports_a_corrupt_model_and_a_crash(tmp_path: Path, monkeypatch):
+    corrupt = tmp_path / "corrupt.tflite"
+    corrupt.write_bytes(b"TFL3" + bytes(range(256)) * 4)
+    result = tflite.preflight(corrupt, "tflite-runtime")
+    assert not result["ok"] and result["error"]
+
+    def crash(*args, **kwargs):
+        return subprocess.CompletedProcess(args, -11, "", "")
+
+    monkeypatch.setattr(subprocess, "run", crash)
+    assert tflite.preflight(corrupt, "tflite-runtime") == {"runtime": "tflite-runtime", "ok": False, "error": "crashed (signal 11)"}
