@@ -57,9 +57,18 @@ class ConversionInputs:
 
 
 @contextlib.contextmanager
-def quiet_stdout():
-    """Keras prints the endpoints of the temporary SavedModel each conversion makes; nobody needs them."""
-    with contextlib.redirect_stdout(io.StringIO()):
+def quiet_tensorflow_lite():
+    """Silence what TF Lite's Python side says on every call and nobody here can act on.
+
+    Keras prints the endpoints of the temporary SavedModel each conversion makes;
+    ``tf.lite.Interpreter`` warns it is deprecated in favour of ai-edge-litert
+    (the device checks use the device runtimes; this one is the host reference);
+    the converter warns about the int32 ids input, which is not quantized by design.
+    """
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"\s*Warning: tf.lite.Interpreter is deprecated", category=UserWarning)
+        # The int32 ids input is not quantized by design; the converter warns that it has no statistics for it.
+        warnings.filterwarnings("ignore", message="Statistics for quantized inputs were expected", category=UserWarning)
         yield
 
 
@@ -120,9 +129,7 @@ def run_tflite(content: bytes, ids: np.ndarray) -> np.ndarray:
     """Float logits of the model for ``ids`` on TensorFlow's own interpreter (int8 outputs dequantized)."""
     import tensorflow as tf
 
-    with warnings.catch_warnings():
-        # Its deprecation notice points users to ai-edge-litert; the device checks use the device runtimes.
-        warnings.filterwarnings("ignore", message=".*tf.lite.Interpreter is deprecated", category=UserWarning)
+    with quiet_tensorflow_lite():
         interpreter = tf.lite.Interpreter(model_content=content)
     (inp,), (out,) = interpreter.get_input_details(), interpreter.get_output_details()
     interpreter.resize_tensor_input(inp["index"], list(ids.shape))
@@ -141,7 +148,7 @@ def quantization_errors(converter, representative: np.ndarray) -> list[dict]:
     import tensorflow as tf
 
     samples = representative[:DEBUG_SAMPLES]
-    with quiet_stdout():
+    with quiet_tensorflow_lite():
         debugger = tf.lite.experimental.QuantizationDebugger(converter=converter, debug_dataset=lambda: ([row[None]] for row in samples))
         debugger.run()
     dump = io.StringIO()
@@ -202,7 +209,7 @@ def convert(precision: str, inputs: ConversionInputs, profile: TargetProfile, pr
             raise StageError(f"{inputs.representative}: expected int32 ids [N, {hparams.tokenizer.sequence_length}], found {representative.shape}")
     converter = make_converter(model, precision, profile, representative)
     started = time.perf_counter()
-    with quiet_stdout():
+    with quiet_tensorflow_lite():
         content = converter.convert()
     seconds = time.perf_counter() - started
     where = f"{model_out.name} for {profile_path}"

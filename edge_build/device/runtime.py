@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import sys
 
 #: Runtime name (as in target profiles) -> module holding its ``Interpreter``.
 INTERPRETER_MODULES = {
@@ -19,7 +20,7 @@ def interpreter_module(runtime: str):
     try:
         return importlib.import_module(INTERPRETER_MODULES[runtime])
     except ImportError as exc:
-        raise RuntimeMissing(f"{runtime} is not installed in {__import__('sys').executable} ({exc})") from exc
+        raise RuntimeMissing(f"{runtime} is not installed for {sys.executable} (pip install {runtime})") from exc
 
 
 def runtime_version(runtime: str) -> str | None:
