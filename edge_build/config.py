@@ -131,6 +131,32 @@ class LatencyBudgets:
 
 
 @dataclasses.dataclass(frozen=True)
+class DeviceChecks:
+    """How the device runtimes are exercised.
+
+    Attributes:
+      golden_examples: test-split examples in the golden set (all of them if the split is smaller).
+      threads: interpreter threads.
+      batch: examples per invoke.
+      warmup: untimed invokes before timing.
+      runs: timed invokes.
+      timeout_s: a runtime still running after this long is stopped and reported.
+    """
+
+    golden_examples: int = 300
+    threads: int = 1
+    batch: int = 1
+    warmup: int = 20
+    runs: int = 200
+    timeout_s: int = 300
+
+    def __post_init__(self) -> None:
+        _require_positive(self, "golden_examples", "threads", "batch", "runs", "timeout_s")
+        if self.warmup < 0:
+            raise ValueError(f"key 'warmup': must be 0 or more, not {self.warmup}")
+
+
+@dataclasses.dataclass(frozen=True)
 class TargetProfile:
     """One deployment target, read from ``targets/<name>.toml``.
 
@@ -143,6 +169,7 @@ class TargetProfile:
       runtimes: device runtimes the TF Lite artifacts must load and run on.
       tolerances: parity limits against the reference CPU SavedModel.
       latency: budgets for the device checks.
+      device: how the device checks run (golden set size, threads, batch, runs, timeout).
     """
 
     name: str
@@ -153,6 +180,7 @@ class TargetProfile:
     runtimes: tuple[Runtime, ...] = ()
     tolerances: Tolerances = dataclasses.field(default_factory=Tolerances)
     latency: LatencyBudgets = dataclasses.field(default_factory=LatencyBudgets)
+    device: DeviceChecks = dataclasses.field(default_factory=DeviceChecks)
 
     def __post_init__(self) -> None:
         if not self.artifacts:

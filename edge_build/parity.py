@@ -1,29 +1,16 @@
 """How an artifact's logits compare with the reference's, and which profile tolerances that breaks.
 
-Plain numpy: shared by the conversion stage (validation split, against the Keras
-model) and the report (test split, against the reference CPU SavedModel).
+Plain numpy: the comparison itself lives with the device code (``device.golden``),
+which must run without edge-build's host side; the conversion stage, the device
+checks and the report all use it.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
 from edge_build.config import Tolerances
+from edge_build.device.golden import compare
 
-
-def compare(reference: np.ndarray, candidate: np.ndarray, labels: np.ndarray) -> dict:
-    """Logit errors, top-1 agreement and both accuracies of ``candidate`` against ``reference``."""
-    if reference.shape != candidate.shape or len(labels) != len(reference):
-        raise ValueError(f"logits {candidate.shape} against reference {reference.shape} for {len(labels)} labels")
-    difference = np.abs(candidate.astype(np.float64) - reference.astype(np.float64))
-    return {
-        "examples": int(len(labels)),
-        "max_abs_logit_error": float(np.max(difference)),
-        "mean_abs_logit_error": float(np.mean(difference)),
-        "top1_agreement": float(np.mean(np.argmax(candidate, -1) == np.argmax(reference, -1))),
-        "accuracy": float(np.mean(np.argmax(candidate, -1) == labels)),
-        "reference_accuracy": float(np.mean(np.argmax(reference, -1) == labels)),
-    }
+__all__ = ["breaches", "compare"]
 
 
 def breaches(artifact: str, figures: dict, tolerances: Tolerances) -> list[str]:

@@ -1,7 +1,7 @@
 """Stage *report*: evaluate every artifact of a target on the test split; write ``eval.json`` and ``report.md``.
 
 Reads the reference CPU SavedModel, the target's artifacts (SavedModels and
-``.tflite`` files with their conversion reports), ``test.tfrecord``,
+``.tflite`` files with their conversion reports and device checks), ``test.tfrecord``,
 ``labels.txt``, the data ``summary.json``, ``train_log.json`` and, for INT8, the
 calibration summary. SavedModels are fed raw text through ``serving_default``
 (covering the tokenizer inside them); TF Lite models get the token ids of the
@@ -41,17 +41,6 @@ def saved_model_logits(path: Path, texts: list[bytes], labels: list[str]) -> np.
     return outputs["logits"]
 
 
-def reference_token_ids(reference: Path, texts: list[bytes]) -> np.ndarray:
-    """Token ids exactly as the reference SavedModel makes them: its vocabulary asset and metadata."""
-    import tensorflow as tf
-
-    from edge_build.tokenizer import encode, load_tokenizer
-
-    meta = json.loads((reference / "assets.extra" / "metadata.json").read_text(encoding="utf-8"))
-    tokenizer = load_tokenizer(reference / "assets" / "vocab.txt", meta["lower_case"])
-    return encode(tokenizer, tf.constant(texts), meta["sequence_length"]).numpy()
-
-
 def evaluate(profile: TargetProfile, reference: Path, target_dir: Path, data_dir: Path) -> dict:
     from edge_build.tflite import run_tflite
 
@@ -63,7 +52,7 @@ def evaluate(profile: TargetProfile, reference: Path, target_dir: Path, data_dir
     for name in profile.artifacts:
         path = target_dir / ARTIFACTS[name].path
         if ARTIFACTS[name].tflite:
-            ids = reference_token_ids(reference, texts) if ids is None else ids
+            ids = saved_model.token_ids(reference, texts) if ids is None else ids
             logits = run_tflite(path.read_bytes(), ids)
         else:
             logits = saved_model_logits(path, texts, labels)
@@ -93,7 +82,32 @@ def _table(header: list[str], rows: list[list]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(map(str, row)) + " |" for row in rows]
 
 
-def render_markdown(evaluation: dict, data_summary: dict, train_log: dict, tflite_reports: dict, calibration: dict | None) -> str:
+def render_device_checks(summary: dict, profile: TargetProfile) -> list[str]:
+    lines = ["", "## Device runtimes", "", f"Golden set: {summary['golden_examples']} test examples (`golden.npz`); each runtime ran in its own process "
+             f"({summary['settings']['threads']} thread(s), batch {summary['settings']['batch']}, {summary['settings']['warmup']} warm-up and {summary['settings']['runs']} timed invokes).", ""]
+    rows = []
+    for artifact, per in summary["checks"].items():
+        for runtime, r in per.items():
+            p, host = r["parity"], r["runtime_vs_tf_lite"]
+            rows.append([artifact, f"{runtime} {r['runtime_version']}", r["machine"] + (" (emulated)" if r["emulated"] else ""), f"{p['top1_agreement']:.4f}",
+                         f"{p['max_abs_logit_error']:.3g}", f"{p['mean_abs_logit_error']:.3g}", f"{p['accuracy']:.4f}", f"{host['max_abs_logit_error']:.3g}", "pass"])
+    lines += _table(["artifact", "runtime", "machine", "top-1 agreement", "max abs Δlogit", "mean abs Δlogit", "accuracy", "max abs Δ vs tf.lite.Interpreter", "gate"], rows)
+    lines += ["", f"Tolerances ({profile.name}): INT8 top-1 agreement >= {profile.tolerances.int8_min_top1_agreement:g}, INT8 accuracy drop <= {profile.tolerances.int8_max_accuracy_drop:g}, "
+              f"float32 max abs Δlogit <= {profile.tolerances.fp32_max_abs_logit:g}. The tf.lite.Interpreter column compares the device runtime with TensorFlow's own interpreter on the same file: "
+              "a difference there is the runtime's version, not quantization.", "", "Latency per invoke:", ""]
+    rows = []
+    for artifact, per in summary["checks"].items():
+        for runtime, r in per.items():
+            t = r["latency"]
+            gate = "not enforced (emulated)" if r["emulated"] else f"pass (p50 <= {r['latency_budget_ms']:g} ms)"
+            rows.append([artifact, runtime, f"{t['load_ms']:.1f}", f"{t['first_invoke_ms']:.2f}", *(f"{t[k]:.1f}" for k in ("p50_us", "p90_us", "p99_us", "mean_us", "std_us", "min_us", "max_us")),
+                         f"{t['examples_per_second']:.0f}", f"{r['peak_rss_mb']:.0f}", gate])
+    lines += _table(["artifact", "runtime", "load ms", "first ms", "p50 µs", "p90 µs", "p99 µs", "mean µs", "std µs", "min µs", "max µs", "examples/s", "peak RSS MB", "budget"], rows)
+    lines += ["", "![latency per invoke](latency.png)"]
+    return lines
+
+
+def render_markdown(evaluation: dict, profile: TargetProfile, data_summary: dict, train_log: dict, tflite_reports: dict, device_summary: dict | None, calibration: dict | None) -> str:
     labels = evaluation["labels"]
     artifacts = evaluation["artifacts"]
     lines = [f"# edge-build report: target `{evaluation['target']}`", ""]
@@ -123,6 +137,8 @@ def render_markdown(evaluation: dict, data_summary: dict, train_log: dict, tflit
             if "quantization_errors" in rep:
                 lines += ["", f"### {name}: per-layer quantization error (worst first)", "", "RMSE of each layer's INT8 output against float, also in quantization steps (0.29 is the rounding floor).", ""]
                 lines += _table(["op", "tensor", "scale", "RMSE", "RMSE / step", "max abs error"], [[e["op"], f"`{e['tensor']}`", f"{e['scale']:.4g}", f"{e['rmse']:.4g}", f"{e['rmse_in_steps']:.3f}", f"{e['max_abs_error']:.4g}"] for e in rep["quantization_errors"][:10]])
+    if device_summary:
+        lines += render_device_checks(device_summary, profile)
     if calibration:
         drawn = ", ".join(f"{k} {v}" for k, v in calibration["drawn"]["per_class"].items()) or "none"
         lines += ["", "## Calibration", "", f"{calibration['samples']} samples from `{calibration['config']}`: drawn from the {calibration['drawn']['split']} split ({drawn}); {calibration['field_samples']['count']} field samples; ids sha256 `{calibration['ids_sha256'][:16]}…`."]
@@ -151,11 +167,12 @@ def build_report(profile: TargetProfile, reference: Path, target_dir: Path, data
         name: json.loads((target_dir / f"{name}.json").read_text(encoding="utf-8")) for name in profile.tflite_artifacts
     }
     calibration = json.loads(calibration_summary.read_text(encoding="utf-8")) if calibration_summary else None
+    device_summary = json.loads((target_dir / "device_checks.json").read_text(encoding="utf-8")) if profile.tflite_artifacts else None
     data_summary = json.loads((data_dir / "summary.json").read_text(encoding="utf-8"))
     log = json.loads(train_log.read_text(encoding="utf-8"))
     with atomic_outputs(target_dir / "eval.json", target_dir / "report.md") as (eval_tmp, report_tmp):
         eval_tmp.write_text(json.dumps(evaluation, indent=2) + "\n", encoding="utf-8")
-        report_tmp.write_text(render_markdown(evaluation, data_summary, log, tflite_reports, calibration), encoding="utf-8")
+        report_tmp.write_text(render_markdown(evaluation, profile, data_summary, log, tflite_reports, device_summary, calibration), encoding="utf-8")
     return evaluation
 
 

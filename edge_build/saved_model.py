@@ -51,6 +51,19 @@ def classify_texts(loaded, texts: list[bytes]) -> dict:
     return {key: np.concatenate([b[key].numpy() for b in batches]) for key in batches[0]}
 
 
+def token_ids(path: Path | str, texts: list[bytes]):
+    """Token ids exactly as the SavedModel makes them: its vocabulary asset, lower-casing and sequence length."""
+    import json
+
+    import tensorflow as tf
+
+    from edge_build.tokenizer import encode, load_tokenizer
+
+    meta = json.loads((Path(path) / "assets.extra" / "metadata.json").read_text(encoding="utf-8"))
+    tokenizer = load_tokenizer(Path(path) / "assets" / "vocab.txt", meta["lower_case"])
+    return encode(tokenizer, tf.constant(texts), meta["sequence_length"]).numpy()
+
+
 def xla_compiled_functions(path: Path | str) -> list[str]:
     """Names of the functions in the SavedModel's graph that XLA must compile (``jit_compile=True``)."""
     from tensorflow.core.protobuf import saved_model_pb2

@@ -14,6 +14,7 @@ from edge_build.data import EMBEDDED, EMBEDDED_PREFIX
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 _IMPORT = re.compile(r"^\s*from edge_build(?:\.(\w+))? import ([\w, ()]+)", re.MULTILINE)
+_DEVICE = re.compile(r"edge_build\.device\b")
 
 
 def dataset_files(dataset: str) -> list[Path]:
@@ -43,7 +44,8 @@ def stage_code(stage: str) -> list[Path]:
     """``edge_build/<stage>.py`` and every edge_build module it imports, transitively.
 
     A stage's outputs depend on its code: editing it reruns that stage (and only the
-    stages that use what changed).
+    stages that use what changed). A stage that imports or runs anything in
+    ``edge_build/device/`` (``-m edge_build.device.bench``) depends on all of it.
     """
     seen: set[str] = set()
     pending = [stage]
@@ -52,11 +54,14 @@ def stage_code(stage: str) -> list[Path]:
         if module in seen or not (PACKAGE_DIR / f"{module}.py").is_file():
             continue
         seen.add(module)
-        for submodule, names in _IMPORT.findall((PACKAGE_DIR / f"{module}.py").read_text(encoding="utf-8")):
+        source = (PACKAGE_DIR / f"{module}.py").read_text(encoding="utf-8")
+        for submodule, names in _IMPORT.findall(source):
             if submodule:
                 pending.append(submodule)
             else:
                 pending.extend(name.strip(" ()") for name in names.split(","))
+        if _DEVICE.search(source):
+            seen.update(f"device/{p.stem}" for p in (PACKAGE_DIR / "device").glob("*.py"))
     return sorted(PACKAGE_DIR / f"{module}.py" for module in seen)
 
 

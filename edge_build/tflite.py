@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import csv
 import dataclasses
+import hashlib
 import io
 import json
 import subprocess
@@ -229,6 +230,7 @@ def convert(precision: str, inputs: ConversionInputs, profile: TargetProfile, pr
         "artifact": f"tflite_{precision}",
         "target": profile.name,
         "size_bytes": len(content),
+        "sha256": hashlib.sha256(content).hexdigest(),
         "converter": {
             "tensorflow": package_versions("tensorflow")["tensorflow"],
             "seconds": round(seconds, 3),

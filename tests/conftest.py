@@ -111,6 +111,14 @@ xla_max_abs_logit = 1e-4
 fp32_max_abs_logit = 1e-4
 int8_min_top1_agreement = 0.8
 int8_max_accuracy_drop = 0.2
+
+[latency]
+fp32_p50_ms = 1000.0
+int8_p50_ms = 1000.0
+
+[device]
+warmup = 2
+runs = 20
 """
 
 
@@ -151,4 +159,7 @@ def tiny_artifacts(tiny_build) -> dict[str, Path]:
     # As SCons does: the target's saved_model_cpu is a copy of the reference export.
     shutil.copytree(tiny_build["saved_model"], target / "saved_model_cpu" / "1")
     paths["target"] = target
+    from edge_build import device_check
+
+    device_check.device_checks(profile, tiny_build["saved_model"], target, tiny_build["data"])
     return paths

@@ -40,7 +40,7 @@ TFLITE = 'description = "x"\narch = "x86_64"\nartifacts = ["tflite_int8"]\n[[run
 @pytest.mark.parametrize(
     "text, message",
     [
-        (BASE + 'colour = "red"\n', "unknown key 'colour' (allowed: description, arch, artifacts, quantization, runtimes, tolerances, latency)"),
+        (BASE + 'colour = "red"\n', "unknown key 'colour' (allowed: description, arch, artifacts, quantization, runtimes, tolerances, latency, device)"),
         (BASE.replace("x86_64", "riscv"), "key 'arch' is 'riscv' (allowed: x86_64, aarch64)"),
         (BASE.replace("saved_model_cpu", "onnx"), "unknown artifact 'onnx' (allowed: saved_model_cpu, saved_model_xla, tflite_fp32, tflite_int8)"),
         (BASE.replace('["saved_model_cpu"]', "[]"), "key 'artifacts': must name at least one"),
@@ -58,6 +58,8 @@ TFLITE = 'description = "x"\narch = "x86_64"\nartifacts = ["tflite_int8"]\n[[run
         (TFLITE + '[quantization]\noutput_type = "uint8"\n', "key 'quantization.output_type' is 'uint8' (allowed: float32, int8)"),
         (TFLITE + "[tolerances]\nint8_min_top1_agreement = 1.5\n", "key 'tolerances.int8_min_top1_agreement': must be between 0 and 1"),
         (TFLITE + "[latency]\nint8_p50_ms = 0\n", "key 'latency.int8_p50_ms': must be greater than 0"),
+        (TFLITE + "[device]\nruns = 0\n", "key 'device.runs': must be greater than 0"),
+        (TFLITE + "[device]\nwarmup = -1\n", "key 'device.warmup': must be 0 or more"),
     ],
 )
 def test_bad_profiles_fail_with_file_key_and_choices(tmp_path: Path, text: str, message: str):

@@ -59,19 +59,22 @@ def project(tmp_path_factory) -> dict:
 
 def test_a_clean_build_runs_every_stage_and_reports(project):
     result = scons(*project["args"])
-    assert sorted(stages_run(result)) == sorted(["data", "vocab", "train", "export", "export", "calibrate", "tflite-fp32", "tflite-int8", "report"])
+    assert sorted(stages_run(result)) == sorted(["data", "vocab", "train", "export", "export", "calibrate", "tflite-fp32", "tflite-int8", "device_check", "report", "bundle"])
     build = project["build"]
     for name in DATA_FILES:
         assert (build / "data" / name).is_file()
     for flavour in ("reference/saved_model_cpu", "tiny/saved_model_cpu", "tiny/saved_model_xla"):
         for name in SAVED_MODEL_FILES:
             assert (build / flavour / "1" / name).is_file()
-    for name in ("model_fp32.tflite", "model_int8.tflite", "tflite_fp32.json", "tflite_int8.json", "eval.json", "report.md"):
+    for name in ("model_fp32.tflite", "model_int8.tflite", "tflite_fp32.json", "tflite_int8.json", "golden.npz", "device_checks.json",
+                 "latency.png", "eval.json", "report.md", "bundle-tiny.tar.gz", "bundle/manifest.json", "bundle/bench.py"):
         assert (build / "tiny" / name).is_file()
     assert (build / "calibration" / "representative.npy").is_file()
     evaluation = json.loads((build / "tiny" / "eval.json").read_text())
     assert list(evaluation["artifacts"]) == ["saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_int8"]
     assert "== tiny: test split, 6 examples, 3 classes ==" in result.stdout
+    assert "device: tflite_int8 on tflite-runtime 2.14.0: top-1 agreement" in result.stdout
+    assert "## Device runtimes" in (build / "tiny" / "report.md").read_text()
     assert "reload check: serving_default in a fresh process matches the trained model" in result.stdout
 
 
@@ -87,14 +90,14 @@ def test_a_hyperparameter_change_retrains_but_does_not_resplit(project):
     old_weights = weights.read_bytes()
     project["hparams"].write_text(TINY_HPARAMS.replace("learning_rate = 0.05", "learning_rate = 0.02"), encoding="utf-8")
     result = scons(*project["args"])
-    assert sorted(stages_run(result)) == sorted(["train", "export", "export", "tflite-fp32", "tflite-int8", "report"])
+    assert sorted(stages_run(result)) == sorted(["train", "export", "export", "tflite-fp32", "tflite-int8", "device_check", "report", "bundle"])
     assert weights.read_bytes() != old_weights
     assert {name: (project["build"] / "data" / name).stat().st_mtime_ns for name in DATA_FILES} == before
 
 
 def test_a_command_line_override_retrains(project):
     result = scons(*project["args"], "epochs=1")
-    assert sorted(stages_run(result)) == sorted(["train", "export", "export", "tflite-fp32", "tflite-int8", "report"])
+    assert sorted(stages_run(result)) == sorted(["train", "export", "export", "tflite-fp32", "tflite-int8", "device_check", "report", "bundle"])
     log = json.loads((project["build"] / "model" / "train_log.json").read_text())
     assert len(log["epochs"]) == 1
 
@@ -108,7 +111,7 @@ def test_a_calibration_edit_rebuilds_only_the_int8_model_and_what_follows(projec
     int8 = (build / "tiny" / "model_int8.tflite").read_bytes()
     (project["calibration"] / "calibration.toml").write_text("samples = 9\nseed = 3\n", encoding="utf-8")
     result = scons(*project["args"], "--debug=explain")
-    assert stages_run(result) == ["calibrate", "tflite-int8", "report"]
+    assert stages_run(result) == ["calibrate", "tflite-int8", "device_check", "report", "bundle"]
     assert "because" in result.stdout and "calibration.toml" in result.stdout
     assert mtimes(upstream) == before
     assert (build / "tiny" / "model_int8.tflite").read_bytes() != int8

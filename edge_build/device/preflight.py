@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from edge_build.device.runtime import RuntimeMissing, load_interpreter, runtime_version
+from .runtime import RuntimeMissing, load_interpreter, runtime_version
 
 
 def describe(details: list[dict]) -> list[dict]:

@@ -1,0 +1,185 @@
+"""Stage *bundle*: the folder and tarball a user copies to the board.
+
+Reads the target's TF Lite models, ``golden.npz``, ``device_checks.json`` and
+``eval.json``, the reference SavedModel (its vocabulary asset and metadata),
+``labels.txt``, ``test.tfrecord`` and the profile; writes ``bundle/`` and
+``bundle-<target>.tar.gz`` into the target directory. The bundle holds the
+models, ``vocab.txt``, ``labels.txt``, the golden set, the ``device/`` package,
+the ``bench.py`` and ``classify.py`` launchers, a README for the board and
+``manifest.json`` (SHA-256 and size of every file, versions, metrics,
+tolerances). Before anything is written, the pure-Python tokenizer the board
+uses must give tensorflow-text's ids for every example of the test split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gzip
+import io
+import json
+import os
+import shutil
+import sys
+import tarfile
+from pathlib import Path
+
+import numpy as np
+
+from edge_build import cli, saved_model
+from edge_build.atomic import atomic_outputs
+from edge_build.config import ARTIFACTS, TargetProfile, load_profile
+from edge_build.device import bundle as device_bundle
+from edge_build.device.wordpiece import WordPiece
+from edge_build.errors import StageError
+from edge_build.provenance import build_timestamp, git_revision, package_versions, sha256_file
+from edge_build.records import read_split
+
+DEVICE_DIR = Path(__file__).resolve().parent / "device"
+LAUNCHERS = {"bench.py": "bench_main", "classify.py": "classify_main"}
+BOARD_README = """# edge-build bundle for `{target}`
+
+Runs on the board with Python 3, numpy and a TF Lite runtime; no TensorFlow.
+
+    python3 -m pip install 'numpy<2' {runtime}
+
+Benchmark the default model ({default_model}) and re-check the golden set:
+
+    python3 bench.py --parity
+    python3 bench.py model_fp32.tflite --threads 2 --runs 500
+
+Classify raw text:
+
+    python3 classify.py "Shares rose after the bank beat its profit forecast"
+
+`bench.py` prints load time, first invoke, p50/p90/p99 per invoke, examples/s and
+peak memory, and with `--parity` the top-1 agreement and logit error against the
+reference model's outputs stored in `golden.npz`; it exits 1 if they fall outside
+the build's tolerances. `classify.py` prints the label and every class's
+probability (`--json` for one JSON object per text). Both refuse to run if a
+file differs from `manifest.json`.
+"""
+
+
+def device_sources() -> list[Path]:
+    return sorted(DEVICE_DIR.glob("*.py"))
+
+
+def bundle_names(profile: TargetProfile) -> list[str]:
+    """Every file of the bundle, relative to its folder (SConstruct declares exactly these)."""
+    models = [ARTIFACTS[name].path for name in profile.tflite_artifacts]
+    return sorted([*models, "vocab.txt", "labels.txt", "golden.npz", "README.md", *LAUNCHERS, device_bundle.MANIFEST, *(f"device/{p.name}" for p in device_sources())])
+
+
+def check_tokenizer(reference: Path, data_dir: Path) -> int:
+    """The board's tokenizer must match tensorflow-text on every test example; returns how many were checked."""
+    meta = json.loads((reference / "assets.extra" / "metadata.json").read_text(encoding="utf-8"))
+    texts, _ = read_split(data_dir / "test.tfrecord")
+    expected = saved_model.token_ids(reference, texts)
+    actual = WordPiece.from_file(str(reference / "assets" / "vocab.txt"), meta["lower_case"]).encode([t.decode("utf-8") for t in texts], meta["sequence_length"])
+    mismatched = [i for i in range(len(texts)) if not np.array_equal(expected[i], actual[i])]
+    if mismatched:
+        raise StageError(f"the pure-Python tokenizer differs from tensorflow-text on {len(mismatched)} test example(s), first: #{mismatched[0]}")
+    return len(texts)
+
+
+def write_tarball(folder: Path, archive: Path, top: str) -> None:
+    """A reproducible tar.gz: sorted members, fixed owner, modes and times."""
+    mtime = int(os.environ.get("SOURCE_DATE_EPOCH", "0"))
+    with open(archive, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=mtime) as zipped:
+        with tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for path in sorted(folder.rglob("*")):
+                info = tarfile.TarInfo(f"{top}/{path.relative_to(folder).as_posix()}")
+                info.mtime, info.uid, info.gid, info.uname, info.gname = mtime, 0, 0, "", ""
+                if path.is_dir():
+                    info.type, info.mode = tarfile.DIRTYPE, 0o755
+                    tar.addfile(info)
+                else:
+                    data = path.read_bytes()
+                    info.size, info.mode = len(data), 0o755 if path.relative_to(folder).as_posix() in LAUNCHERS else 0o644
+                    tar.addfile(info, io.BytesIO(data))
+
+
+def manifest(profile: TargetProfile, folder: Path, reference: Path, target_dir: Path) -> dict:
+    meta = json.loads((reference / "assets.extra" / "metadata.json").read_text(encoding="utf-8"))
+    evaluation = json.loads((target_dir / "eval.json").read_text(encoding="utf-8"))
+    checks = json.loads((target_dir / "device_checks.json").read_text(encoding="utf-8"))["checks"]
+    runtimes = [runtime.name for runtime in profile.runtimes]
+    return {
+        "target": profile.name,
+        "arch": profile.arch,
+        "build_timestamp": build_timestamp(),
+        "git_revision": git_revision(),
+        "versions": package_versions("tensorflow", "tensorflow-text", "edge-build", *runtimes),
+        "labels": meta["labels"],
+        "tokenizer": {"lower_case": meta["lower_case"], "sequence_length": meta["sequence_length"], "vocab_sha256": meta["vocab_sha256"]},
+        "models": {name: ARTIFACTS[name].path for name in profile.tflite_artifacts},
+        "default_model": ARTIFACTS["tflite_int8" if "tflite_int8" in profile.artifacts else profile.tflite_artifacts[0]].path,
+        "default_runtime": runtimes[0],
+        "tolerances": dataclasses.asdict(profile.tolerances),
+        "metrics": {
+            name: {
+                "test_accuracy": evaluation["artifacts"][name]["accuracy"],
+                "size_bytes": evaluation["artifacts"][name]["size_bytes"],
+                "device": {
+                    runtime: {"top1_agreement": r["parity"]["top1_agreement"], "max_abs_logit_error": r["parity"]["max_abs_logit_error"], "p50_us": r["latency"]["p50_us"]}
+                    for runtime, r in checks[name].items()
+                },
+            }
+            for name in profile.tflite_artifacts
+        },
+        "files": {
+            path.relative_to(folder).as_posix(): {"sha256": sha256_file(path), "size": path.stat().st_size}
+            for path in sorted(folder.rglob("*"))
+            if path.is_file()
+        },
+    }
+
+
+def build_bundle(profile: TargetProfile, reference: Path, target_dir: Path, data_dir: Path) -> dict:
+    checked = check_tokenizer(reference, data_dir)
+    folder, archive = target_dir / "bundle", target_dir / f"bundle-{profile.name}.tar.gz"
+    with atomic_outputs(folder, archive) as (staging, archive_tmp):
+        (staging / "device").mkdir(parents=True)
+        for name in profile.tflite_artifacts:
+            shutil.copyfile(target_dir / ARTIFACTS[name].path, staging / ARTIFACTS[name].path)
+        shutil.copyfile(reference / "assets" / "vocab.txt", staging / "vocab.txt")
+        shutil.copyfile(data_dir / "labels.txt", staging / "labels.txt")
+        shutil.copyfile(target_dir / "golden.npz", staging / "golden.npz")
+        for source in device_sources():
+            shutil.copyfile(source, staging / "device" / source.name)
+        for launcher, function in LAUNCHERS.items():
+            (staging / launcher).write_text(f"import sys\n\nfrom device.bundle import {function}\n\nsys.exit({function}(sys.argv[1:]))\n", encoding="utf-8")
+            (staging / launcher).chmod(0o755)
+        record = manifest(profile, staging, reference, target_dir)
+        runtime = record["default_runtime"]
+        (staging / "README.md").write_text(BOARD_README.format(target=profile.name, runtime=runtime, default_model=record["default_model"]), encoding="utf-8")
+        record = manifest(profile, staging, reference, target_dir)
+        (staging / device_bundle.MANIFEST).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        device_bundle.verify(str(staging))
+        written = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file())
+        if written != bundle_names(profile):
+            raise StageError(f"{folder}: wrote {written}, the build expects {bundle_names(profile)}")
+        write_tarball(staging, archive_tmp, f"bundle-{profile.name}")
+    record["tokenizer_checked_examples"] = checked
+    return record
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m edge_build.bundle", description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", type=Path, required=True)
+    parser.add_argument("--reference", type=Path, required=True)
+    parser.add_argument("--target-dir", type=Path, required=True)
+    parser.add_argument("--data-dir", type=Path, required=True)
+    return parser
+
+
+def drive(args: argparse.Namespace) -> None:
+    profile = load_profile(args.profile.parent, args.profile.stem)
+    record = build_bundle(profile, args.reference, args.target_dir, args.data_dir)
+    archive = args.target_dir / f"bundle-{profile.name}.tar.gz"
+    print(f"bundle: {len(record['files']) + 1} files, tokenizer matches tensorflow-text on {record['tokenizer_checked_examples']} test examples -> {archive} ({archive.stat().st_size / 1e6:.2f} MB)")
+
+
+if __name__ == "__main__":
+    sys.exit(cli.run(build_parser, drive))

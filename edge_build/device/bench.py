@@ -1,0 +1,193 @@
+"""Benchmark a TF Lite model on a device runtime, and re-check the golden set with ``--parity``.
+
+    python -m edge_build.device.bench MODEL [--runtime tflite-runtime] [--threads 1]
+        [--warmup 20] [--runs 200] [--batch 1] [--golden golden.npz] [--parity]
+        [--out result.json] [--outputs logits.npy]
+
+Reports what TF Lite's ``benchmark_model`` reports: model load time, first
+invoke, then per-invoke p50/p90/p99, mean, std, min and max over the timed runs,
+examples per second and the process's peak resident memory. Timed inputs are
+golden-set rows when a golden file is given (real token ids), zeros otherwise.
+With ``--parity`` every golden example is run and compared with the reference
+logits stored beside it. Imports only the standard library, numpy and the runtime.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import sys
+import time
+
+import numpy as np
+
+from .golden import compare, load_golden
+from .runtime import INTERPRETER_MODULES, RuntimeMissing, interpreter_module, runtime_version
+
+
+def dequantized(interpreter, detail) -> np.ndarray:
+    values = interpreter.get_tensor(detail["index"])
+    if detail["dtype"] in (np.int8, np.uint8):
+        scale, zero_point = detail["quantization"]
+        return (values.astype(np.float32) - zero_point) * np.float32(scale)
+    return values.astype(np.float32)
+
+
+class Model:
+    """One interpreter with its single input and output, resized to a batch size."""
+
+    def __init__(self, runtime: str, path: str, threads: int, batch: int):
+        module = interpreter_module(runtime)
+        started = time.perf_counter()
+        self.interpreter = module.Interpreter(model_path=path, num_threads=threads)
+        (self.input,) = self.interpreter.get_input_details()
+        (self.output,) = self.interpreter.get_output_details()
+        if batch != self.input["shape"][0]:
+            self.interpreter.resize_tensor_input(self.input["index"], [batch, *self.input["shape"][1:]])
+        self.interpreter.allocate_tensors()
+        self.load_ms = (time.perf_counter() - started) * 1e3
+        self.batch = batch
+
+    def run(self, ids: np.ndarray) -> np.ndarray:
+        self.interpreter.set_tensor(self.input["index"], ids.astype(self.input["dtype"], copy=False))
+        self.interpreter.invoke()
+        return dequantized(self.interpreter, self.output)
+
+
+def timing_inputs(model: Model, golden: dict | None) -> list[np.ndarray]:
+    shape = [model.batch, *model.input["shape"][1:]]
+    if golden is None:
+        return [np.zeros(shape, dtype=np.int32)]
+    ids = golden["ids"]
+    return [np.take(ids, range(start, start + model.batch), axis=0, mode="wrap") for start in range(0, len(ids), model.batch)]
+
+
+def percentile_summary(invoke_us: list[float], batch: int) -> dict:
+    values = np.asarray(invoke_us)
+    return {
+        "p50_us": float(np.percentile(values, 50)),
+        "p90_us": float(np.percentile(values, 90)),
+        "p99_us": float(np.percentile(values, 99)),
+        "mean_us": float(values.mean()),
+        "std_us": float(values.std()),
+        "min_us": float(values.min()),
+        "max_us": float(values.max()),
+        "examples_per_second": float(batch * 1e6 / values.mean()),
+    }
+
+
+def benchmark(model: Model, golden: dict | None, warmup: int, runs: int) -> dict:
+    inputs = timing_inputs(model, golden)
+    started = time.perf_counter()
+    model.run(inputs[0])
+    first_ms = (time.perf_counter() - started) * 1e3
+    for i in range(warmup):
+        model.run(inputs[i % len(inputs)])
+    invoke_us = []
+    for i in range(runs):
+        ids = inputs[i % len(inputs)]
+        started = time.perf_counter_ns()
+        model.run(ids)
+        invoke_us.append((time.perf_counter_ns() - started) / 1e3)
+    return {"load_ms": model.load_ms, "first_invoke_ms": first_ms, **percentile_summary(invoke_us, model.batch), "invoke_us": invoke_us}
+
+
+def golden_outputs(model: Model, golden: dict) -> np.ndarray:
+    ids = golden["ids"]
+    rows = [model.run(np.take(ids, range(start, start + model.batch), axis=0, mode="wrap")) for start in range(0, len(ids), model.batch)]
+    return np.concatenate(rows)[: len(ids)]
+
+
+def run(args: argparse.Namespace) -> dict:
+    result = {
+        "model": args.model,
+        "runtime": args.runtime,
+        "runtime_version": runtime_version(args.runtime),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        # Set by the emulated runner: timings under emulation say nothing about the board.
+        "emulated": os.environ.get("EDGE_BUILD_EMULATED", "") == "1",
+        "threads": args.threads,
+        "batch": args.batch,
+        "warmup": args.warmup,
+        "runs": args.runs,
+    }
+    golden = load_golden(args.golden) if args.golden else None
+    model = Model(args.runtime, args.model, args.threads, args.batch)
+    result["latency"] = benchmark(model, golden, args.warmup, args.runs)
+    if golden is not None and (args.parity or args.outputs):
+        logits = golden_outputs(model, golden)
+        if args.outputs:
+            np.save(args.outputs, logits)
+        result["parity"] = compare(golden["reference_logits"], logits, golden["labels"])
+    result["peak_rss_mb"] = peak_rss_mb()
+    return result
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory.
+
+    Linux's ``VmHWM`` belongs to the current program image; ``ru_maxrss`` keeps the
+    peak of the process that forked us (TensorFlow's, on the build machine) across exec.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux, bytes on macOS
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bench.py", description=__doc__.splitlines()[0])
+    parser.add_argument("model")
+    parser.add_argument("--runtime", choices=sorted(INTERPRETER_MODULES), default="tflite-runtime")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--golden", help="golden.npz: token ids, labels and reference logits")
+    parser.add_argument("--parity", action="store_true", help="run every golden example and compare with the reference")
+    parser.add_argument("--out", help="write the result as JSON here")
+    parser.add_argument("--outputs", help="write the golden set's logits (float32 .npy) here")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.parity and not args.golden:
+        print("error: --parity needs --golden", file=sys.stderr)
+        return 2
+    try:
+        result = run(args)
+    except RuntimeMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
+    except (RuntimeError, ValueError) as exc:
+        print(f"error: {args.model}: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 4
+    text = json.dumps(result, indent=2)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+    latency = result["latency"]
+    print(
+        f"{args.model} on {args.runtime} {result['runtime_version']} ({result['machine']}, {args.threads} thread(s), batch {args.batch}): "
+        f"load {latency['load_ms']:.1f} ms, first {latency['first_invoke_ms']:.2f} ms, p50 {latency['p50_us']:.1f} us, "
+        f"p90 {latency['p90_us']:.1f} us, p99 {latency['p99_us']:.1f} us, {latency['examples_per_second']:.0f} examples/s, "
+        f"peak RSS {result['peak_rss_mb']:.1f} MB" + (" (emulated: not representative)" if result["emulated"] else "")
+    )
+    if "parity" in result:
+        p = result["parity"]
+        print(f"parity on {p['examples']} golden examples: top-1 agreement {p['top1_agreement']:.4f}, "
+              f"max |Δlogit| {p['max_abs_logit_error']:.3g}, accuracy {p['accuracy']:.4f} (reference {p['reference_accuracy']:.4f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""What the board runs from an unpacked bundle: manifest verification, safe extraction,
+and the ``bench.py`` / ``classify.py`` entry points.
+
+A bundle is a folder: the TF Lite models, ``vocab.txt``, ``labels.txt``,
+``golden.npz``, ``manifest.json`` (SHA-256 and size of every other file, the
+build's versions, metrics and tolerances), this ``device/`` package and two
+launchers. Both launchers refuse to run when a file does not match the manifest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import tarfile
+
+import numpy as np
+
+MANIFEST = "manifest.json"
+
+
+class BundleError(Exception):
+    """The bundle is incomplete, tampered with, or unsafe to unpack."""
+
+
+def sha256_of(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify(folder: str) -> dict:
+    """The manifest, after checking every file it lists is present with its recorded size and SHA-256."""
+    path = os.path.join(folder, MANIFEST)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            manifest = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise BundleError(f"{path}: cannot read the manifest ({exc})") from exc
+    for name, expected in manifest["files"].items():
+        file = os.path.join(folder, name)
+        if not os.path.isfile(file):
+            raise BundleError(f"{file}: listed in the manifest but missing")
+        size = os.path.getsize(file)
+        if size != expected["size"]:
+            raise BundleError(f"{file}: {size} bytes, the manifest says {expected['size']} (truncated or replaced)")
+        if sha256_of(file) != expected["sha256"]:
+            raise BundleError(f"{file}: SHA-256 does not match the manifest (modified after the build)")
+    return manifest
+
+
+def safe_extract(archive: str, destination: str) -> list[str]:
+    """Unpack ``archive`` into ``destination``, refusing any member that would land outside it."""
+    root = os.path.realpath(destination)
+    with tarfile.open(archive, "r:*") as tar:
+        members = tar.getmembers()
+        for member in members:
+            target = os.path.realpath(os.path.join(root, member.name))
+            if os.path.isabs(member.name) or ".." in member.name.split("/") or not (target == root or target.startswith(root + os.sep)):
+                raise BundleError(f"{archive}: member {member.name!r} would be written outside {destination}")
+            if not (member.isfile() or member.isdir()):
+                raise BundleError(f"{archive}: member {member.name!r} is not a plain file or folder")
+        os.makedirs(root, exist_ok=True)
+        for member in members:
+            tar.extract(member, root, set_attrs=False)
+    return [m.name for m in members]
+
+
+def _folder() -> str:
+    return os.path.dirname(os.path.abspath(sys.argv[0]))
+
+
+def bench_main(argv: list[str]) -> int:
+    """``python3 bench.py [MODEL] [bench options]``: defaults to the bundle's model, runtime and golden set."""
+    from .bench import main as bench
+
+    folder = _folder()
+    try:
+        manifest = verify(folder)
+    except BundleError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not argv or argv[0].startswith("-"):
+        argv = [manifest["default_model"], *argv]
+    argv[0] = os.path.join(folder, argv[0]) if not os.path.isabs(argv[0]) else argv[0]
+    defaults = [("--runtime", manifest["default_runtime"]), ("--golden", os.path.join(folder, "golden.npz"))]
+    argv += [item for flag, value in defaults if flag not in argv for item in (flag, value)]
+    if "--parity" in argv and "--out" not in argv:
+        argv += ["--out", os.path.join(folder, "bench-result.json")]
+    code = bench(argv)
+    if code or "--parity" not in argv:
+        return code
+    with open(argv[argv.index("--out") + 1], encoding="utf-8") as handle:
+        figures = json.load(handle)["parity"]
+    name = [artifact for artifact, file in manifest["models"].items() if file == os.path.basename(argv[0])]
+    tolerances = manifest["tolerances"]
+    if name == ["tflite_int8"]:
+        ok = figures["top1_agreement"] >= tolerances["int8_min_top1_agreement"]
+    else:
+        ok = figures["max_abs_logit_error"] <= tolerances["fp32_max_abs_logit"]
+    print("parity: " + ("within the build's tolerances" if ok else f"OUTSIDE the build's tolerances {tolerances}"))
+    return 0 if ok else 1
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)
+
+
+def classify_main(argv: list[str]) -> int:
+    """``python3 classify.py "some text" [...]``: label and probabilities, tokenized in plain Python."""
+    from .bench import Model
+    from .runtime import RuntimeMissing
+    from .wordpiece import WordPiece
+
+    parser = argparse.ArgumentParser(prog="classify.py", description="Classify raw text on the device.")
+    parser.add_argument("texts", nargs="+", help="one or more texts (use - to read one per line from standard input)")
+    parser.add_argument("--model", help="a model of the bundle (default: the manifest's default_model)")
+    parser.add_argument("--runtime", help="tflite-runtime or ai-edge-litert (default: the manifest's)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object per text")
+    args = parser.parse_args(argv)
+    folder = _folder()
+    try:
+        manifest = verify(folder)
+        texts = [line.rstrip("\n") for line in sys.stdin if line.strip()] if args.texts == ["-"] else args.texts
+        tokenizer = WordPiece.from_file(os.path.join(folder, "vocab.txt"), manifest["tokenizer"]["lower_case"])
+        ids = tokenizer.encode(texts, manifest["tokenizer"]["sequence_length"])
+        model = Model(args.runtime or manifest["default_runtime"], os.path.join(folder, args.model or manifest["default_model"]), 1, 1)
+    except (BundleError, RuntimeMissing, RuntimeError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    labels = manifest["labels"]
+    for text, row in zip(texts, ids):
+        probabilities = softmax(model.run(row[None]))[0]
+        best = int(np.argmax(probabilities))
+        if args.json:
+            print(json.dumps({"text": text, "label": labels[best], "probabilities": dict(zip(labels, map(float, probabilities)))}))
+        else:
+            ranked = ", ".join(f"{labels[i]} {probabilities[i]:.3f}" for i in np.argsort(-probabilities))
+            print(f"{labels[best]}\t({ranked})")
+    return 0

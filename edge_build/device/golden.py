@@ -1,0 +1,35 @@
+"""The golden set (token ids, labels, reference logits) and the parity arithmetic both sides share."""
+
+from __future__ import annotations
+
+import numpy as np
+
+GOLDEN_KEYS = ("ids", "labels", "reference_logits")
+
+
+def load_golden(path: str) -> dict:
+    with np.load(path, allow_pickle=False) as data:
+        missing = [key for key in GOLDEN_KEYS if key not in data]
+        if missing:
+            raise ValueError(f"{path}: not a golden set (missing {', '.join(missing)})")
+        return {key: data[key] for key in data.files}
+
+
+def compare(reference: np.ndarray, candidate: np.ndarray, labels: np.ndarray) -> dict:
+    """Logit errors, top-1 agreement and both accuracies of ``candidate`` against ``reference``.
+
+    The examples whose top class differs are listed (indices into the golden set).
+    """
+    if reference.shape != candidate.shape or len(labels) != len(reference):
+        raise ValueError(f"logits {candidate.shape} against reference {reference.shape} for {len(labels)} labels")
+    difference = np.abs(candidate.astype(np.float64) - reference.astype(np.float64))
+    disagree = np.flatnonzero(np.argmax(candidate, -1) != np.argmax(reference, -1))
+    return {
+        "examples": int(len(labels)),
+        "max_abs_logit_error": float(np.max(difference)),
+        "mean_abs_logit_error": float(np.mean(difference)),
+        "top1_agreement": float(1 - len(disagree) / len(labels)),
+        "disagreeing_examples": disagree.tolist(),
+        "accuracy": float(np.mean(np.argmax(candidate, -1) == labels)),
+        "reference_accuracy": float(np.mean(np.argmax(reference, -1) == labels)),
+    }

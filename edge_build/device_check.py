@@ -1,0 +1,192 @@
+"""Stage *device_check*: parity and latency of every TF Lite artifact on the profile's device runtimes.
+
+Reads the reference CPU SavedModel, the target's ``.tflite`` files, the profile and
+``test.tfrecord``; writes ``golden.npz`` (the golden set: token ids, labels and the
+reference's logits for N test examples), ``device_checks.json`` and
+``latency.png`` into the target directory.
+
+For each artifact and runtime, ``python -m edge_build.device.bench`` runs in its
+own process, exactly as on a board (tflite_runtime cannot share a process with
+TensorFlow): it runs the golden set and times invokes. Here its logits are
+compared with the reference (top-1 agreement, logit errors, accuracy) and with
+TensorFlow's own ``tf.lite.Interpreter`` on the same file, which tells a
+runtime-version difference from a quantization one. A missing runtime, a model
+that fails to load, a crash (a signal), a timeout, a tolerance or a latency
+budget broken: each fails the stage with a table of what broke.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from edge_build import cli, parity, saved_model
+from edge_build.atomic import atomic_outputs
+from edge_build.config import ARTIFACTS, TargetProfile, load_profile
+from edge_build.errors import StageError
+from edge_build.records import read_labels, read_split
+
+OUTPUT_FILES = ("golden.npz", "device_checks.json", "latency.png")
+EXIT_RUNTIME_MISSING = 3
+
+
+def build_golden(reference: Path, data_dir: Path, examples: int) -> dict:
+    """``examples`` test-split examples, evenly spread over the (class-ordered) split, with the reference's logits."""
+    from edge_build.report import saved_model_logits
+
+    labels = read_labels(data_dir / "labels.txt")
+    texts, y_true = read_split(data_dir / "test.tfrecord")
+    chosen = np.unique(np.linspace(0, len(texts) - 1, min(examples, len(texts))).round().astype(int))
+    texts = [texts[i] for i in chosen]
+    return {
+        "ids": saved_model.token_ids(reference, texts).astype(np.int32),
+        "labels": y_true[chosen].astype(np.int32),
+        "reference_logits": saved_model_logits(reference, texts, labels).astype(np.float32),
+        "label_names": np.array(labels),
+        "test_indices": chosen.astype(np.int32),
+    }
+
+
+def run_on_device(model: Path, runtime: str, golden: Path, profile: TargetProfile, scratch: Path) -> dict:
+    """The device runner in its own process; failures come back as a ``status``, not an exception."""
+    settings = profile.device
+    out, outputs = scratch / f"{model.stem}-{runtime}.json", scratch / f"{model.stem}-{runtime}.npy"
+    command = [
+        sys.executable, "-m", "edge_build.device.bench", str(model), "--runtime", runtime, "--golden", str(golden),
+        "--threads", str(settings.threads), "--batch", str(settings.batch), "--warmup", str(settings.warmup),
+        "--runs", str(settings.runs), "--out", str(out), "--outputs", str(outputs),
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=settings.timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"status": f"timed out after {settings.timeout_s} s"}
+    if done.returncode < 0:
+        return {"status": f"crashed (signal {-done.returncode})"}
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1].removeprefix("error: ")
+        return {"status": ("missing: " if done.returncode == EXIT_RUNTIME_MISSING else "failed: ") + reason}
+    return {"status": "ok", **json.loads(out.read_text(encoding="utf-8")), "logits": np.load(outputs)}
+
+
+def integrity_problem(model: Path, record: dict) -> str | None:
+    """Whether the file is still what the conversion stage wrote (runtimes may crash on a damaged flatbuffer)."""
+    content = model.read_bytes()
+    if len(content) != record["size_bytes"]:
+        return f"corrupted: {model} has {len(content)} bytes, the conversion wrote {record['size_bytes']} (truncated or replaced)"
+    if hashlib.sha256(content).hexdigest() != record["sha256"]:
+        return f"corrupted: {model}'s SHA-256 differs from the one recorded at conversion"
+    return None
+
+
+def check_artifact(name: str, model: Path, golden: dict, golden_path: Path, profile: TargetProfile, scratch: Path) -> dict:
+    from edge_build.tflite import run_tflite
+
+    problem = integrity_problem(model, json.loads((model.parent / f"{name}.json").read_text(encoding="utf-8")))
+    if problem:
+        return {runtime.name: {"status": problem, "problems": [problem]} for runtime in profile.runtimes}
+    host_logits = run_tflite(model.read_bytes(), golden["ids"])
+    results = {}
+    for runtime in profile.runtimes:
+        outcome = run_on_device(model, runtime.name, golden_path, profile, scratch)
+        problems = [] if outcome["status"] == "ok" else [outcome["status"]]
+        if outcome["status"] == "ok":
+            device_logits = outcome.pop("logits")
+            host = parity.compare(host_logits, device_logits, golden["labels"])
+            outcome["runtime_vs_tf_lite"] = {k: host[k] for k in ("max_abs_logit_error", "top1_agreement", "disagreeing_examples")}
+            problems += parity.breaches(name, outcome["parity"], profile.tolerances)
+            budget_ms = profile.latency.int8_p50_ms if name == "tflite_int8" else profile.latency.fp32_p50_ms
+            p50_ms = outcome["latency"]["p50_us"] / 1e3
+            outcome["latency_budget_ms"] = budget_ms
+            if p50_ms > budget_ms:
+                if outcome["emulated"]:
+                    outcome["latency_note"] = f"p50 {p50_ms:.3f} ms over the {budget_ms:g} ms budget, not enforced: emulated timings"
+                else:
+                    problems.append(f"p50 {p50_ms:.3f} ms (budget <= {budget_ms:g} ms)")
+            if problems and outcome["parity"]["disagreeing_examples"]:
+                problems.append(f"top-1 differs on golden examples {outcome['parity']['disagreeing_examples'][:10]}")
+        outcome["problems"] = problems
+        results[runtime.name] = outcome
+    return results
+
+
+def failure_table(checks: dict) -> str:
+    rows = [f"  {artifact:<12} {runtime:<16} {problem}" for artifact, per in checks.items() for runtime, r in per.items() for problem in r["problems"]]
+    return "\n".join(["  artifact     runtime          what broke", *rows])
+
+
+def plot_latency(checks: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = [(f"{a}\n{rt}", r["latency"]["invoke_us"]) for a, per in checks.items() for rt, r in per.items() if r["status"] == "ok"]
+    figure, axes = plt.subplots(figsize=(max(4, 2.2 * len(series)), 4))
+    if series:
+        axes.boxplot([values for _, values in series], showfliers=True)
+        axes.set_xticks(range(1, len(series) + 1), [label for label, _ in series])
+        axes.set_yscale("log")
+    axes.set_ylabel("per-invoke latency (µs, log scale)")
+    axes.set_title("Device runtime latency per invoke")
+    figure.tight_layout()
+    figure.savefig(path, format="png", dpi=100, metadata={"Software": None})
+    plt.close(figure)
+
+
+def device_checks(profile: TargetProfile, reference: Path, target_dir: Path, data_dir: Path) -> dict:
+    golden = build_golden(reference, data_dir, profile.device.golden_examples)
+    outputs = [target_dir / name for name in OUTPUT_FILES]
+    with atomic_outputs(*outputs) as (golden_tmp, checks_tmp, plot_tmp), tempfile.TemporaryDirectory() as scratch:
+        with open(golden_tmp, "wb") as handle:
+            np.savez(handle, **golden)
+        checks = {
+            name: check_artifact(name, target_dir / ARTIFACTS[name].path, golden, golden_tmp, profile, Path(scratch))
+            for name in profile.tflite_artifacts
+        }
+        if any(r["problems"] for per in checks.values() for r in per.values()):
+            print(failure_table(checks), file=sys.stderr)
+            raise StageError(f"{target_dir}: device checks failed for targets/{profile.name}.toml (table above)")
+        summary = {"target": profile.name, "golden_examples": int(len(golden["labels"])), "settings": dataclasses.asdict(profile.device), "checks": checks}
+        checks_tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        plot_latency(checks, plot_tmp)
+    return summary
+
+
+def summary_lines(summary: dict) -> list[str]:
+    lines = []
+    for artifact, per in summary["checks"].items():
+        for runtime, r in per.items():
+            p, latency = r["parity"], r["latency"]
+            lines.append(
+                f"device: {artifact} on {runtime} {r['runtime_version']}: top-1 agreement {p['top1_agreement']:.4f}, "
+                f"max |Δlogit| {p['max_abs_logit_error']:.3g}, vs tf.lite {r['runtime_vs_tf_lite']['max_abs_logit_error']:.3g}; "
+                f"p50 {latency['p50_us']:.1f} µs, p99 {latency['p99_us']:.1f} µs, peak RSS {r['peak_rss_mb']:.0f} MB"
+            )
+    return lines
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m edge_build.device_check", description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", type=Path, required=True)
+    parser.add_argument("--reference", type=Path, required=True, help="the reference CPU SavedModel's version directory")
+    parser.add_argument("--target-dir", type=Path, required=True)
+    parser.add_argument("--data-dir", type=Path, required=True)
+    return parser
+
+
+def drive(args: argparse.Namespace) -> None:
+    profile = load_profile(args.profile.parent, args.profile.stem)
+    summary = device_checks(profile, args.reference, args.target_dir, args.data_dir)
+    print("\n".join(summary_lines(summary)))
+
+
+if __name__ == "__main__":
+    sys.exit(cli.run(build_parser, drive))

@@ -1,0 +1,132 @@
+"""The device runner in its own process, parity arithmetic, gates and the latency report."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edge_build import device_check
+from edge_build.config import load_profile
+from edge_build.device.golden import compare, load_golden
+from edge_build.errors import StageError
+
+from conftest import TINY_PROFILE, write_profile
+
+
+def test_parity_arithmetic_on_hand_made_logits():
+    reference = np.array([[2.0, 0.0], [0.0, 1.0], [1.0, 0.5], [0.2, 0.1]])
+    candidate = np.array([[2.0, 0.1], [0.0, 1.0], [0.4, 0.5], [0.2, 0.1]])
+    labels = np.array([0, 1, 0, 1])
+    figures = compare(reference, candidate, labels)
+    assert figures["max_abs_logit_error"] == pytest.approx(0.6)
+    assert figures["mean_abs_logit_error"] == pytest.approx(0.7 / 8)
+    assert figures["top1_agreement"] == 0.75 and figures["disagreeing_examples"] == [2]
+    assert figures["reference_accuracy"] == 0.75 and figures["accuracy"] == 0.5
+    assert compare(reference, reference, labels)["top1_agreement"] == 1.0
+    with pytest.raises(ValueError):
+        compare(reference, candidate[:3], labels)
+
+
+def test_nan_logits_break_every_tolerance():
+    from edge_build import parity
+    from edge_build.config import Tolerances
+
+    reference = np.array([[1.0, 0.0], [0.0, 1.0]])
+    figures = compare(reference, np.full_like(reference, np.nan), np.array([0, 1]))
+    assert parity.breaches("tflite_fp32", figures, Tolerances()) and parity.breaches("tflite_int8", figures, Tolerances())
+
+
+def test_the_checks_cover_every_artifact_on_every_runtime(tiny_artifacts):
+    summary = json.loads((tiny_artifacts["target"] / "device_checks.json").read_text())
+    assert set(summary["checks"]) == {"tflite_fp32", "tflite_int8"}
+    for artifact, per in summary["checks"].items():
+        result = per["tflite-runtime"]
+        assert result["status"] == "ok" and result["problems"] == [] and not result["emulated"]
+        assert result["runtime_version"] == "2.14.0" and result["machine"]
+        assert result["parity"]["examples"] == summary["golden_examples"] == 6
+        latency = result["latency"]
+        assert len(latency["invoke_us"]) == 20
+        assert 0 < latency["min_us"] <= latency["p50_us"] <= latency["p90_us"] <= latency["p99_us"] <= latency["max_us"]
+        assert latency["load_ms"] > 0 and latency["first_invoke_ms"] > 0 and latency["examples_per_second"] > 0
+        assert 0 < result["peak_rss_mb"] < 500  # the runner's own memory, not TensorFlow's
+    assert summary["checks"]["tflite_fp32"]["tflite-runtime"]["parity"]["max_abs_logit_error"] < 1e-4
+    golden = load_golden(str(tiny_artifacts["target"] / "golden.npz"))
+    assert golden["ids"].dtype == np.int32 and golden["ids"].shape == (6, 24) and golden["reference_logits"].shape == (6, 3)
+    assert (tiny_artifacts["target"] / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def copy_target(tiny_artifacts, tmp_path: Path) -> Path:
+    target = tmp_path / "target"
+    shutil.copytree(tiny_artifacts["target"], target)
+    for name in device_check.OUTPUT_FILES:
+        (target / name).unlink()
+    return target
+
+
+def test_a_tolerance_tighter_than_the_model_fails_with_a_table(tiny_artifacts, tmp_path: Path, capsys):
+    write_profile(tmp_path / "targets", "tiny", TINY_PROFILE.replace("fp32_max_abs_logit = 1e-4", "fp32_max_abs_logit = 1e-12"))
+    target = copy_target(tiny_artifacts, tmp_path)
+    with pytest.raises(StageError, match="device checks failed for targets/tiny.toml"):
+        device_check.device_checks(load_profile(tmp_path / "targets", "tiny"), tiny_artifacts["saved_model"], target, tiny_artifacts["data"])
+    table = capsys.readouterr().err
+    assert "tflite_fp32" in table and "tflite-runtime" in table and "max |Δlogit|" in table and "(allowed <= 1e-12)" in table
+    assert not any((target / name).exists() for name in device_check.OUTPUT_FILES)
+
+
+def test_a_latency_budget_breach_fails(tiny_artifacts, tmp_path: Path, capsys):
+    write_profile(tmp_path / "targets", "tiny", TINY_PROFILE.replace("int8_p50_ms = 1000.0", "int8_p50_ms = 0.000001"))
+    target = copy_target(tiny_artifacts, tmp_path)
+    with pytest.raises(StageError):
+        device_check.device_checks(load_profile(tmp_path / "targets", "tiny"), tiny_artifacts["saved_model"], target, tiny_artifacts["data"])
+    assert "(budget <= 1e-06 ms)" in capsys.readouterr().err
+
+
+def test_a_corrupted_model_is_reported_as_such(tiny_artifacts, tmp_path: Path, capsys):
+    target = copy_target(tiny_artifacts, tmp_path)
+    model = target / "model_int8.tflite"
+    model.write_bytes(model.read_bytes()[: model.stat().st_size // 3])
+    profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
+    with pytest.raises(StageError, match="device checks failed"):
+        device_check.device_checks(profile, tiny_artifacts["saved_model"], target, tiny_artifacts["data"])
+    assert f"corrupted: {model} has" in capsys.readouterr().err
+
+
+def test_a_model_a_runtime_cannot_load_is_a_failure_not_a_traceback(tiny_artifacts, tmp_path: Path):
+    junk = tmp_path / "junk.tflite"
+    junk.write_bytes(b"not a flatbuffer at all" * 10)
+    profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
+    outcome = device_check.run_on_device(junk, "tflite-runtime", tiny_artifacts["target"] / "golden.npz", profile, tmp_path)
+    assert outcome["status"].startswith("failed: ") and str(junk) in outcome["status"]
+
+
+def test_a_crash_a_hang_and_a_missing_runtime_are_results_not_exceptions(tiny_artifacts, tmp_path: Path, monkeypatch):
+    profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
+    golden = tiny_artifacts["target"] / "golden.npz"
+    outcomes = {
+        "crash": subprocess.CompletedProcess([], -11, "", ""),
+        "missing": subprocess.CompletedProcess([], 3, "", "error: ai-edge-litert is not installed for /usr/bin/python3 (pip install ai-edge-litert)\n"),
+    }
+    for case, completed in outcomes.items():
+        monkeypatch.setattr(subprocess, "run", lambda *a, completed=completed, **k: completed)
+        outcome = device_check.run_on_device(tiny_artifacts["tflite_int8"], "tflite-runtime", golden, profile, tmp_path)
+        assert outcome["status"] == {"crash": "crashed (signal 11)", "missing": "missing: ai-edge-litert is not installed for /usr/bin/python3 (pip install ai-edge-litert)"}[case]
+
+    def hang(*args, **kwargs):
+        raise subprocess.TimeoutExpired(args[0], kwargs["timeout"])
+
+    monkeypatch.setattr(subprocess, "run", hang)
+    assert device_check.run_on_device(tiny_artifacts["tflite_int8"], "tflite-runtime", golden, profile, tmp_path) == {"status": "timed out after 300 s"}
+
+
+def test_the_device_code_never_imports_tensorflow():
+    package = Path(__file__).resolve().parents[1] / "edge_build" / "device"
+    for source in package.glob("*.py"):
+        text = source.read_text()
+        assert "import tensorflow" not in text and "from tensorflow" not in text, source
+        assert "from edge_build" not in text, f"{source}: device code must run without edge-build installed"
+    probe = "import sys, edge_build.device.bench, edge_build.device.bundle, edge_build.device.wordpiece; print('tensorflow' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "False"
