@@ -117,11 +117,6 @@ def check_artifact(name: str, model: Path, golden: dict, golden_path: Path, prof
     return results
 
 
-def failure_table(checks: dict) -> str:
-    rows = [f"  {artifact:<12} {runtime:<16} {problem}" for artifact, per in checks.items() for runtime, r in per.items() for problem in r["problems"]]
-    return "\n".join(["  artifact     runtime          what broke", *rows])
-
-
 def plot_latency(checks: dict, path: Path) -> None:
     import matplotlib
 
@@ -152,7 +147,8 @@ def device_checks(profile: TargetProfile, reference: Path, target_dir: Path, dat
             for name in profile.tflite_artifacts
         }
         if any(r["problems"] for per in checks.values() for r in per.values()):
-            print(failure_table(checks), file=sys.stderr)
+            rows = [(artifact, runtime, problem) for artifact, per in checks.items() for runtime, r in per.items() for problem in r["problems"]]
+            print(parity.failure_table(rows), file=sys.stderr)
             raise StageError(f"{target_dir}: device checks failed for targets/{profile.name}.toml (table above)")
         summary = {"target": profile.name, "golden_examples": int(len(golden["labels"])), "settings": dataclasses.asdict(profile.device), "checks": checks}
         checks_tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

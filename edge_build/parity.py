@@ -31,3 +31,8 @@ def breaches(artifact: str, figures: dict, tolerances: Tolerances) -> list[str]:
         for name, value, op, limit in checks
         if not (value <= limit if op == "<=" else value >= limit)
     ]
+
+
+def failure_table(rows: list[tuple[str, str, str]]) -> str:
+    """``(artifact, where, what broke)`` rows as the table a failed gate prints."""
+    return "\n".join([f"  {'artifact':<12} {'checked on':<28} what broke", *(f"  {a:<12} {w:<28} {problem}" for a, w, problem in rows)])

@@ -224,6 +224,7 @@ def convert(precision: str, inputs: ConversionInputs, profile: TargetProfile, pr
     figures = parity.compare(reference, run_tflite(content, val_ids), val_labels)
     broken = parity.breaches(f"tflite_{precision}", figures, profile.tolerances)
     if broken:
+        print(parity.failure_table([(f"tflite_{precision}", "tf.lite, validation split", problem) for problem in broken]), file=sys.stderr)
         raise StageError(f"{where}: on the validation split against the Keras model, {'; '.join(broken)}")
 
     report = {

@@ -130,3 +130,37 @@ def test_the_device_code_never_imports_tensorflow():
         assert "from edge_build" not in text, f"{source}: device code must run without edge-build installed"
     probe = "import sys, edge_build.device.bench, edge_build.device.bundle, edge_build.device.wordpiece; print('tensorflow' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    "artifact, figures, broken",
+    [
+        ("tflite_int8", {"top1_agreement": 0.995, "reference_accuracy": 0.97, "accuracy": 0.965}, []),
+        ("tflite_int8", {"top1_agreement": 0.98, "reference_accuracy": 0.97, "accuracy": 0.965}, ["top-1 agreement 0.98 (allowed >= 0.99)"]),
+        ("tflite_int8", {"top1_agreement": 0.99, "reference_accuracy": 0.97, "accuracy": 0.95}, ["accuracy drop 0.02 (allowed <= 0.01)"]),
+        ("tflite_fp32", {"max_abs_logit_error": 5e-5}, []),
+        ("tflite_fp32", {"max_abs_logit_error": 2e-4}, ["max |Δlogit| 0.0002 (allowed <= 0.0001)"]),
+        ("saved_model_xla", {"max_abs_logit_error": 1e-3}, ["max |Δlogit| 0.001 (allowed <= 0.0001)"]),
+        ("saved_model_cpu", {"max_abs_logit_error": 1.0}, []),
+    ],
+)
+def test_tolerances_pass_and_fail_on_hand_made_figures(artifact, figures, broken):
+    from edge_build import parity
+    from edge_build.config import Tolerances
+
+    assert parity.breaches(artifact, figures, Tolerances()) == broken
+
+
+def test_the_bundle_cli_verifies_and_extracts(tiny_artifacts, tmp_path: Path):
+    archive = tmp_path / "evil.tar.gz"
+    import io
+    import tarfile
+
+    with tarfile.open(archive, "w:gz") as tar:
+        info = tarfile.TarInfo("../outside.txt")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"hi"))
+    result = subprocess.run([sys.executable, "-m", "edge_build.device.bundle", "extract", str(archive), str(tmp_path / "out")], capture_output=True, text=True)
+    assert result.returncode == 2 and "would be written outside" in result.stderr
+    result = subprocess.run([sys.executable, "-m", "edge_build.device.bundle", "verify", str(tmp_path)], capture_output=True, text=True)
+    assert result.returncode == 2 and "manifest.json: cannot read the manifest" in result.stderr

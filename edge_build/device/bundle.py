@@ -143,3 +143,29 @@ def classify_main(argv: list[str]) -> int:
             ranked = ", ".join(f"{labels[i]} {probabilities[i]:.3f}" for i in np.argsort(-probabilities))
             print(f"{labels[best]}\t({ranked})")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python3 -m edge_build.device.bundle verify FOLDER`` or ``... extract ARCHIVE DESTINATION``."""
+    parser = argparse.ArgumentParser(prog="python3 -m edge_build.device.bundle", description="Check or safely unpack a bundle.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("verify", help="check every file against manifest.json").add_argument("folder")
+    extract = commands.add_parser("extract", help="unpack, refusing members that would land outside DESTINATION")
+    extract.add_argument("archive")
+    extract.add_argument("destination")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "verify":
+            manifest = verify(args.folder)
+            print(f"{args.folder}: {len(manifest['files'])} files match manifest.json")
+        else:
+            names = safe_extract(args.archive, args.destination)
+            print(f"{args.archive}: {len(names)} entries unpacked into {args.destination}")
+    except (BundleError, OSError, tarfile.TarError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
