@@ -167,10 +167,7 @@ def build_bundle(profile: TargetProfile, reference: Path, target_dir: Path, data
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.bundle", description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", type=Path, required=True)
-    parser.add_argument("--reference", type=Path, required=True)
-    parser.add_argument("--target-dir", type=Path, required=True)
-    parser.add_argument("--data-dir", type=Path, required=True)
+    cli.add_target_arguments(parser)
     return parser
 
 

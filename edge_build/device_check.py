@@ -80,9 +80,9 @@ def integrity_problem(model: Path, record: dict) -> str | None:
     """Whether the file is still what the conversion stage wrote (runtimes may crash on a damaged flatbuffer)."""
     content = model.read_bytes()
     if len(content) != record["size_bytes"]:
-        return f"corrupted: {model} has {len(content)} bytes, the conversion wrote {record['size_bytes']} (truncated or replaced)"
+        return f"corrupted: {model} has {len(content)} bytes, the conversion wrote {record['size_bytes']} (truncated or replaced; delete it and run scons to rebuild it)"
     if hashlib.sha256(content).hexdigest() != record["sha256"]:
-        return f"corrupted: {model}'s SHA-256 differs from the one recorded at conversion"
+        return f"corrupted: {model}'s SHA-256 differs from the one recorded at conversion (delete it and run scons to rebuild it)"
     return None
 
 
@@ -171,10 +171,7 @@ def summary_lines(summary: dict) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.device_check", description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", type=Path, required=True)
-    parser.add_argument("--reference", type=Path, required=True, help="the reference CPU SavedModel's version directory")
-    parser.add_argument("--target-dir", type=Path, required=True)
-    parser.add_argument("--data-dir", type=Path, required=True)
+    cli.add_target_arguments(parser)
     return parser
 
 

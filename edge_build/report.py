@@ -193,10 +193,7 @@ def headline(evaluation: dict, report_path: Path) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.report", description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", type=Path, required=True, help="targets/<name>.toml")
-    parser.add_argument("--reference", type=Path, required=True, help="the reference CPU SavedModel's version directory")
-    parser.add_argument("--target-dir", type=Path, required=True, help="where the target's artifacts are and the report goes")
-    parser.add_argument("--data-dir", type=Path, required=True)
+    cli.add_target_arguments(parser)
     parser.add_argument("--train-log", type=Path, required=True)
     parser.add_argument("--calibration-summary", type=Path, help="the calibration stage's summary.json (targets with tflite_int8)")
     return parser

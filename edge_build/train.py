@@ -33,6 +33,10 @@ class TrainInputs:
     hparams: Path
     model_source: Path
 
+    @classmethod
+    def from_data_dir(cls, data_dir: Path, vocab: Path, hparams: Path, model_source: Path) -> "TrainInputs":
+        return cls(data_dir / "train.tfrecord", data_dir / "val.tfrecord", data_dir / "labels.txt", vocab, hparams, model_source)
+
 
 def make_dataset(records: Path, tokenizer, sequence_length: int, batch_size: int, shuffle_buffer: int = 0, seed: int = 0):
     """TFRecords -> parse -> tokenize -> truncate/pad -> cache -> (shuffle) -> batch -> prefetch."""
@@ -176,14 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def drive(args: argparse.Namespace) -> None:
     hparams = load_hyperparameters(args.hparams).with_training(epochs=args.epochs, seed=args.seed)
-    inputs = TrainInputs(
-        train_records=args.data_dir / "train.tfrecord",
-        val_records=args.data_dir / "val.tfrecord",
-        labels=args.data_dir / "labels.txt",
-        vocab=args.vocab,
-        hparams=args.hparams,
-        model_source=args.model_source,
-    )
+    inputs = TrainInputs.from_data_dir(args.data_dir, args.vocab, args.hparams, args.model_source)
     log = train(inputs, hparams, args.out_dir / "model.weights.h5", args.out_dir / "train_log.json")
     print(f"train: best epoch {log['best_epoch']}/{len(log['epochs'])}, val accuracy {log['best_val_accuracy']:.4f} -> {args.out_dir}")
 

@@ -78,14 +78,7 @@ def tiny_build(tmp_path_factory) -> dict[str, Path]:
     paths = {"root": root, "dataset": dataset, "hparams": hparams_path, "data": root / "data", "vocab": root / "vocab.txt", "model": root / "model"}
     data.build_data(str(dataset), paths["data"], (0.6, 0.2, 0.2), seed=3)
     vocab.build_vocab(paths["data"] / "train.tfrecord", paths["vocab"], hparams.tokenizer.vocab_size, lower_case=True)
-    inputs = train.TrainInputs(
-        train_records=paths["data"] / "train.tfrecord",
-        val_records=paths["data"] / "val.tfrecord",
-        labels=paths["data"] / "labels.txt",
-        vocab=paths["vocab"],
-        hparams=hparams_path,
-        model_source=REPO / "model_src" / "model.py",
-    )
+    inputs = train.TrainInputs.from_data_dir(paths["data"], paths["vocab"], hparams_path, REPO / "model_src" / "model.py")
     paths["weights"], paths["train_log"] = paths["model"] / "model.weights.h5", paths["model"] / "train_log.json"
     train.train(inputs, hparams, paths["weights"], paths["train_log"])
     paths["saved_model"] = export.export(

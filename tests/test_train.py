@@ -36,14 +36,7 @@ def test_the_tiny_model_learns_the_tiny_task(tiny_build):
 def retrain(tiny_build, out: Path, hparams_path: Path | None = None, **overrides) -> dict:
     hparams_path = hparams_path or tiny_build["hparams"]
     hparams = load_hyperparameters(hparams_path).with_training(**overrides)
-    inputs = train.TrainInputs(
-        train_records=tiny_build["data"] / "train.tfrecord",
-        val_records=tiny_build["data"] / "val.tfrecord",
-        labels=tiny_build["data"] / "labels.txt",
-        vocab=tiny_build["vocab"],
-        hparams=hparams_path,
-        model_source=REPO / "model_src" / "model.py",
-    )
+    inputs = train.TrainInputs.from_data_dir(tiny_build["data"], tiny_build["vocab"], hparams_path, REPO / "model_src" / "model.py")
     return train.train(inputs, hparams, out / "model.weights.h5", out / "train_log.json")
 
 
