@@ -124,6 +124,7 @@ def manifest(profile: TargetProfile, folder: Path, reference: Path, target_dir: 
                 "device": {
                     runtime: {"top1_agreement": r["parity"]["top1_agreement"], "max_abs_logit_error": r["parity"]["max_abs_logit_error"], "p50_us": r["latency"]["p50_us"]}
                     for runtime, r in checks[name].items()
+                    if r["status"] == "ok"
                 },
             }
             for name in profile.tflite_artifacts

@@ -86,10 +86,13 @@ class Runtime:
     Attributes:
       name: ``tflite-runtime`` or ``ai-edge-litert``.
       flex_delegate: whether the runtime as deployed has the Flex delegate (the pip wheels of both do not).
+      required: whether its device checks gate the build; an optional runtime is checked and
+        reported where it can run, and only a parity or latency breach on it fails the build.
     """
 
     name: RuntimeName
     flex_delegate: bool = False
+    required: bool = True
 
     def __post_init__(self) -> None:
         if self.flex_delegate and not RUNTIMES[self.name].has_flex_delegate:

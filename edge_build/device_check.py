@@ -21,6 +21,7 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -55,17 +56,35 @@ def build_golden(reference: Path, data_dir: Path, examples: int) -> dict:
     }
 
 
-def run_on_device(model: Path, runtime: str, golden: Path, profile: TargetProfile, scratch: Path) -> dict:
+def runner(device_env: dict | None) -> tuple[list[str], dict]:
+    """The command prefix and environment that start the device's Python.
+
+    Without a provisioned environment, this machine's interpreter (the target's
+    architecture is this machine's); with one, its native venv or its emulated
+    aarch64 CPython, whose timings the runner then flags as emulated.
+    """
+    if device_env is None:
+        return [sys.executable], dict(os.environ)
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(device_env["pythonpath"])}
+    if device_env["emulated"]:
+        environment["EDGE_BUILD_EMULATED"] = "1"
+    return list(device_env["python"]), environment
+
+
+def run_on_device(model: Path, runtime: str, golden: Path, profile: TargetProfile, scratch: Path, device_env: dict | None = None) -> dict:
     """The device runner in its own process; failures come back as a ``status``, not an exception."""
     settings = profile.device
+    if device_env is not None and not device_env["runtimes"][runtime]["checkable"]:
+        return {"status": f"not checkable here: {device_env['runtimes'][runtime]['reason']}"}
     out, outputs = scratch / f"{model.stem}-{runtime}.json", scratch / f"{model.stem}-{runtime}.npy"
+    python, environment = runner(device_env)
     command = [
-        sys.executable, "-m", "edge_build.device.bench", str(model), "--runtime", runtime, "--golden", str(golden),
+        *python, "-m", "edge_build.device.bench", str(model), "--runtime", runtime, "--golden", str(golden),
         "--threads", str(settings.threads), "--batch", str(settings.batch), "--warmup", str(settings.warmup),
         "--runs", str(settings.runs), "--out", str(out), "--outputs", str(outputs),
     ]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=settings.timeout_s)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=settings.timeout_s, env=environment)
     except subprocess.TimeoutExpired:
         return {"status": f"timed out after {settings.timeout_s} s"}
     if done.returncode < 0:
@@ -86,7 +105,7 @@ def integrity_problem(model: Path, record: dict) -> str | None:
     return None
 
 
-def check_artifact(name: str, model: Path, golden: dict, golden_path: Path, profile: TargetProfile, scratch: Path) -> dict:
+def check_artifact(name: str, model: Path, golden: dict, golden_path: Path, profile: TargetProfile, scratch: Path, device_env: dict | None) -> dict:
     from edge_build.tflite import run_tflite
 
     problem = integrity_problem(model, json.loads((model.parent / f"{name}.json").read_text(encoding="utf-8")))
@@ -95,8 +114,9 @@ def check_artifact(name: str, model: Path, golden: dict, golden_path: Path, prof
     host_logits = run_tflite(model.read_bytes(), golden["ids"])
     results = {}
     for runtime in profile.runtimes:
-        outcome = run_on_device(model, runtime.name, golden_path, profile, scratch)
-        problems = [] if outcome["status"] == "ok" else [outcome["status"]]
+        outcome = run_on_device(model, runtime.name, golden_path, profile, scratch, device_env)
+        # A runtime the profile does not require is reported when it cannot run here; it gates only on what it ran.
+        problems = [] if outcome["status"] == "ok" or not runtime.required else [outcome["status"]]
         if outcome["status"] == "ok":
             device_logits = outcome.pop("logits")
             host = parity.compare(host_logits, device_logits, golden["labels"])
@@ -136,21 +156,22 @@ def plot_latency(checks: dict, path: Path) -> None:
     plt.close(figure)
 
 
-def device_checks(profile: TargetProfile, reference: Path, target_dir: Path, data_dir: Path) -> dict:
+def device_checks(profile: TargetProfile, reference: Path, target_dir: Path, data_dir: Path, device_env: Path | None = None) -> dict:
+    environment = json.loads(device_env.read_text(encoding="utf-8")) if device_env else None
     golden = build_golden(reference, data_dir, profile.device.golden_examples)
     outputs = [target_dir / name for name in OUTPUT_FILES]
     with atomic_outputs(*outputs) as (golden_tmp, checks_tmp, plot_tmp), tempfile.TemporaryDirectory() as scratch:
         with open(golden_tmp, "wb") as handle:
             np.savez(handle, **golden)
         checks = {
-            name: check_artifact(name, target_dir / ARTIFACTS[name].path, golden, golden_tmp, profile, Path(scratch))
+            name: check_artifact(name, target_dir / ARTIFACTS[name].path, golden, golden_tmp, profile, Path(scratch), environment)
             for name in profile.tflite_artifacts
         }
         if any(r["problems"] for per in checks.values() for r in per.values()):
             rows = [(artifact, runtime, problem) for artifact, per in checks.items() for runtime, r in per.items() for problem in r["problems"]]
             print(parity.failure_table(rows), file=sys.stderr)
             raise StageError(f"{target_dir}: device checks failed for targets/{profile.name}.toml (table above)")
-        summary = {"target": profile.name, "golden_examples": int(len(golden["labels"])), "settings": dataclasses.asdict(profile.device), "checks": checks}
+        summary = {"target": profile.name, "device_env": environment, "golden_examples": int(len(golden["labels"])), "settings": dataclasses.asdict(profile.device), "checks": checks}
         checks_tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         plot_latency(checks, plot_tmp)
     return summary
@@ -160,11 +181,15 @@ def summary_lines(summary: dict) -> list[str]:
     lines = []
     for artifact, per in summary["checks"].items():
         for runtime, r in per.items():
+            if r["status"] != "ok":
+                lines.append(f"device: {artifact} on {runtime}: {r['status']}")
+                continue
             p, latency = r["parity"], r["latency"]
             lines.append(
                 f"device: {artifact} on {runtime} {r['runtime_version']}: top-1 agreement {p['top1_agreement']:.4f}, "
                 f"max |Δlogit| {p['max_abs_logit_error']:.3g}, vs tf.lite {r['runtime_vs_tf_lite']['max_abs_logit_error']:.3g}; "
                 f"p50 {latency['p50_us']:.1f} µs, p99 {latency['p99_us']:.1f} µs, peak RSS {r['peak_rss_mb']:.0f} MB"
+                + (f" on {r['machine']} (emulated: timings not representative)" if r["emulated"] else "")
             )
     return lines
 
@@ -172,12 +197,13 @@ def summary_lines(summary: dict) -> list[str]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.device_check", description=__doc__.splitlines()[0])
     cli.add_target_arguments(parser)
+    parser.add_argument("--device-env", type=Path, help="env.json from the device_env stage (another architecture, or a native venv)")
     return parser
 
 
 def drive(args: argparse.Namespace) -> None:
     profile = load_profile(args.profile.parent, args.profile.stem)
-    summary = device_checks(profile, args.reference, args.target_dir, args.data_dir)
+    summary = device_checks(profile, args.reference, args.target_dir, args.data_dir, args.device_env)
     print("\n".join(summary_lines(summary)))
 
 
