@@ -100,6 +100,11 @@ def write_tarball(folder: Path, archive: Path, top: str) -> None:
                     tar.addfile(info, io.BytesIO(data))
 
 
+def default_model(profile: TargetProfile) -> str:
+    """What the board scripts run unless told otherwise: the INT8 model where there is one."""
+    return ARTIFACTS["tflite_int8" if "tflite_int8" in profile.artifacts else profile.tflite_artifacts[0]].path
+
+
 def manifest(profile: TargetProfile, folder: Path, reference: Path, target_dir: Path) -> dict:
     meta = json.loads((reference / "assets.extra" / "metadata.json").read_text(encoding="utf-8"))
     evaluation = json.loads((target_dir / "eval.json").read_text(encoding="utf-8"))
@@ -114,7 +119,7 @@ def manifest(profile: TargetProfile, folder: Path, reference: Path, target_dir: 
         "labels": meta["labels"],
         "tokenizer": {"lower_case": meta["lower_case"], "sequence_length": meta["sequence_length"], "vocab_sha256": meta["vocab_sha256"]},
         "models": {name: ARTIFACTS[name].path for name in profile.tflite_artifacts},
-        "default_model": ARTIFACTS["tflite_int8" if "tflite_int8" in profile.artifacts else profile.tflite_artifacts[0]].path,
+        "default_model": default_model(profile),
         "default_runtime": runtimes[0],
         "tolerances": dataclasses.asdict(profile.tolerances),
         "metrics": {
@@ -152,9 +157,8 @@ def build_bundle(profile: TargetProfile, reference: Path, target_dir: Path, data
         for launcher, function in LAUNCHERS.items():
             (staging / launcher).write_text(f"import sys\n\nfrom device.bundle import {function}\n\nsys.exit({function}(sys.argv[1:]))\n", encoding="utf-8")
             (staging / launcher).chmod(0o755)
-        record = manifest(profile, staging, reference, target_dir)
-        runtime = record["default_runtime"]
-        (staging / "README.md").write_text(BOARD_README.format(target=profile.name, runtime=runtime, default_model=record["default_model"]), encoding="utf-8")
+        readme = BOARD_README.format(target=profile.name, runtime=profile.runtimes[0].name, default_model=default_model(profile))
+        (staging / "README.md").write_text(readme, encoding="utf-8")
         record = manifest(profile, staging, reference, target_dir)
         (staging / device_bundle.MANIFEST).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         device_bundle.verify(str(staging))
