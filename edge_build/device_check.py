@@ -41,8 +41,6 @@ EXIT_RUNTIME_MISSING = 3
 
 def build_golden(reference: Path, data_dir: Path, examples: int) -> dict:
     """``examples`` test-split examples, evenly spread over the (class-ordered) split, with the reference's logits."""
-    from edge_build.report import saved_model_logits
-
     labels = read_labels(data_dir / "labels.txt")
     texts, y_true = read_split(data_dir / "test.tfrecord")
     chosen = np.unique(np.linspace(0, len(texts) - 1, min(examples, len(texts))).round().astype(int))
@@ -50,7 +48,7 @@ def build_golden(reference: Path, data_dir: Path, examples: int) -> dict:
     return {
         "ids": saved_model.token_ids(reference, texts).astype(np.int32),
         "labels": y_true[chosen].astype(np.int32),
-        "reference_logits": saved_model_logits(reference, texts, labels).astype(np.float32),
+        "reference_logits": saved_model.checked_logits(reference, texts, labels).astype(np.float32),
         "label_names": np.array(labels),
         "test_indices": chosen.astype(np.int32),
     }

@@ -33,20 +33,12 @@ def size_of(path: Path) -> int:
     return path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def saved_model_logits(path: Path, texts: list[bytes], labels: list[str]) -> np.ndarray:
-    outputs = saved_model.classify_texts(saved_model.load(path), texts)
-    named = [label.decode("utf-8") for label in outputs["label"]]
-    if named != [labels[i] for i in np.argmax(outputs["logits"], axis=-1)]:
-        raise StageError(f"{path}: serving_default's label output disagrees with the argmax of its logits")
-    return outputs["logits"]
-
-
 def evaluate(profile: TargetProfile, reference: Path, target_dir: Path, data_dir: Path) -> dict:
     from edge_build.tflite import run_tflite
 
     labels = read_labels(data_dir / "labels.txt")
     texts, y_true = read_split(data_dir / "test.tfrecord")
-    reference_logits = saved_model_logits(reference, texts, labels)
+    reference_logits = saved_model.checked_logits(reference, texts, labels)
     ids = None
     results, failures = {}, []
     for name in profile.artifacts:
@@ -55,7 +47,7 @@ def evaluate(profile: TargetProfile, reference: Path, target_dir: Path, data_dir
             ids = saved_model.token_ids(reference, texts) if ids is None else ids
             logits = run_tflite(path.read_bytes(), ids)
         else:
-            logits = saved_model_logits(path, texts, labels)
+            logits = saved_model.checked_logits(path, texts, labels)
         figures = parity.compare(reference_logits, logits, y_true)
         broken = parity.breaches(name, figures, profile.tolerances)
         failures += [f"{name}: {b}" for b in broken]

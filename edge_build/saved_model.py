@@ -51,6 +51,17 @@ def classify_texts(loaded, texts: list[bytes]) -> dict:
     return {key: np.concatenate([b[key].numpy() for b in batches]) for key in batches[0]}
 
 
+def checked_logits(path: Path, texts: list[bytes], labels: list[str]):
+    """``serving_default``'s logits for ``texts``, after checking its label output names their argmax."""
+    import numpy as np
+
+    outputs = classify_texts(load(path), texts)
+    named = [label.decode("utf-8") for label in outputs["label"]]
+    if named != [labels[i] for i in np.argmax(outputs["logits"], axis=-1)]:
+        raise StageError(f"{path}: serving_default's label output disagrees with the argmax of its logits")
+    return outputs["logits"]
+
+
 def token_ids(path: Path | str, texts: list[bytes]):
     """Token ids exactly as the SavedModel makes them: its vocabulary asset, lower-casing and sequence length."""
     import json
