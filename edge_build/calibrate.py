@@ -82,9 +82,7 @@ def build_calibration(
     out_dir: Path,
 ) -> dict:
     """Write ``OUTPUT_FILES`` into ``out_dir`` and return the summary."""
-    import tensorflow as tf
-
-    from edge_build.tokenizer import encode, load_tokenizer
+    from edge_build.tokenizer import token_ids
 
     config: CalibrationConfig = load_calibration(config_path)
     names = read_labels(data_dir / "labels.txt")
@@ -102,8 +100,7 @@ def build_calibration(
         texts.append(text.encode("utf-8"))
         sources.append(source)
 
-    tokenizer = load_tokenizer(vocab, lower_case)
-    ids = np.concatenate([encode(tokenizer, tf.constant(texts[i:i + 256]), sequence_length).numpy() for i in range(0, len(texts), 256)])
+    ids = token_ids(vocab, lower_case, texts, sequence_length)
     empty = np.isin(ids, _EMPTY_IDS).all(axis=1)  # rows of nothing but [PAD]/[UNK]
     if empty.any():
         first = sources[int(np.argmax(empty))]

@@ -22,7 +22,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -33,6 +32,7 @@ from edge_build import cli, parity, saved_model
 from edge_build.atomic import atomic_outputs
 from edge_build.config import ARTIFACTS, TargetProfile, load_profile
 from edge_build.errors import StageError
+from edge_build.isolated import run_isolated
 from edge_build.records import read_labels, read_split
 
 OUTPUT_FILES = ("golden.npz", "device_checks.json", "latency.png")
@@ -81,12 +81,9 @@ def run_on_device(model: Path, runtime: str, golden: Path, profile: TargetProfil
         "--threads", str(settings.threads), "--batch", str(settings.batch), "--warmup", str(settings.warmup),
         "--runs", str(settings.runs), "--out", str(out), "--outputs", str(outputs),
     ]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=settings.timeout_s, env=environment)
-    except subprocess.TimeoutExpired:
-        return {"status": f"timed out after {settings.timeout_s} s"}
-    if done.returncode < 0:
-        return {"status": f"crashed (signal {-done.returncode})"}
+    done, abnormal = run_isolated(command, settings.timeout_s, environment)
+    if abnormal:
+        return {"status": abnormal}
     if done.returncode != 0:
         reason = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1].removeprefix("error: ")
         return {"status": ("missing: " if done.returncode == EXIT_RUNTIME_MISSING else "failed: ") + reason}

@@ -34,7 +34,7 @@ from edge_build.atomic import atomic_output
 from edge_build.config import Hyperparameters, load_hyperparameters
 from edge_build.errors import StageError
 from edge_build.model_source import check_weights_loaded, load_trained_model
-from edge_build.provenance import build_timestamp, git_revision, package_versions, sha256_file
+from edge_build.provenance import build_timestamp, git_revision, package_versions, sha256_file, size_of
 from edge_build.records import read_labels, read_split
 from edge_build.tokenizer import encode, load_tokenizer
 
@@ -118,9 +118,7 @@ def export(
     module = make_serving_module(model, tokenizer, labels, hparams.tokenizer.sequence_length, jit_compile)
 
     val_texts, val_labels = read_split(data_dir / "val.tfrecord")
-    expected_logits = np.concatenate([
-        module.serving_default(tf.constant(val_texts[i:i + 64]))["logits"].numpy() for i in range(0, len(val_texts), 64)
-    ])
+    expected_logits = saved_model.serve_in_batches(module.serving_default, val_texts)["logits"]
     check_weights_loaded(expected_logits, val_labels, train_log, weights)
 
     final = out_dir / VERSION
@@ -162,8 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def drive(args: argparse.Namespace) -> None:
     path = export(args.data_dir, args.vocab, args.weights, args.train_log, args.hparams, args.model_source, args.out_dir, args.jit_compile)
-    size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-    print(f"export: {'XLA' if args.jit_compile else 'CPU'} SavedModel ({size / 1e6:.1f} MB) -> {path}")
+    print(f"export: {'XLA' if args.jit_compile else 'CPU'} SavedModel ({size_of(path) / 1e6:.1f} MB) -> {path}")
 
 
 if __name__ == "__main__":

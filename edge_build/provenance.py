@@ -18,6 +18,12 @@ def sha256_file(path: Path | str) -> str:
     return digest.hexdigest()
 
 
+def size_of(path: Path | str) -> int:
+    """Bytes in a file, or in every file under a directory."""
+    path = Path(path)
+    return path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
 def package_versions(*names: str) -> dict[str, str | None]:
     versions = {}
     for name in names:

@@ -24,13 +24,10 @@ from edge_build.atomic import atomic_outputs
 from edge_build.config import ARTIFACTS, TargetProfile, load_profile
 from edge_build.errors import StageError
 from edge_build.metrics import classification_metrics
+from edge_build.provenance import size_of
 from edge_build.records import read_labels, read_split
 
 REFERENCE = "saved_model_cpu"
-
-
-def size_of(path: Path) -> int:
-    return path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 def evaluate(profile: TargetProfile, reference: Path, target_dir: Path, data_dir: Path) -> dict:

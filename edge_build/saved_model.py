@@ -41,14 +41,19 @@ def load(path: Path | str):
     return tf.saved_model.load(str(path))
 
 
-def classify_texts(loaded, texts: list[bytes]) -> dict:
-    """Run ``serving_default`` over ``texts`` in batches; numpy outputs, concatenated."""
+def serve_in_batches(serve, texts: list[bytes]) -> dict:
+    """Call ``serve`` (a string tensor -> dict of tensors) over ``texts`` in batches; numpy outputs, concatenated."""
     import numpy as np
     import tensorflow as tf
 
-    serve = loaded.signatures["serving_default"]
-    batches = [serve(text=tf.constant(texts[i:i + _BATCH])) for i in range(0, len(texts), _BATCH)]
+    batches = [serve(tf.constant(texts[i:i + _BATCH])) for i in range(0, len(texts), _BATCH)]
     return {key: np.concatenate([b[key].numpy() for b in batches]) for key in batches[0]}
+
+
+def classify_texts(loaded, texts: list[bytes]) -> dict:
+    """Run a loaded SavedModel's ``serving_default`` over ``texts``."""
+    serve = loaded.signatures["serving_default"]
+    return serve_in_batches(lambda batch: serve(text=batch), texts)
 
 
 def checked_logits(path: Path, texts: list[bytes], labels: list[str]):
@@ -66,13 +71,10 @@ def token_ids(path: Path | str, texts: list[bytes]):
     """Token ids exactly as the SavedModel makes them: its vocabulary asset, lower-casing and sequence length."""
     import json
 
-    import tensorflow as tf
-
-    from edge_build.tokenizer import encode, load_tokenizer
+    from edge_build.tokenizer import token_ids as encode_texts
 
     meta = json.loads((Path(path) / "assets.extra" / "metadata.json").read_text(encoding="utf-8"))
-    tokenizer = load_tokenizer(Path(path) / "assets" / "vocab.txt", meta["lower_case"])
-    return encode(tokenizer, tf.constant(texts), meta["sequence_length"]).numpy()
+    return encode_texts(Path(path) / "assets" / "vocab.txt", meta["lower_case"], texts, meta["sequence_length"])
 
 
 def xla_compiled_functions(path: Path | str) -> list[str]:

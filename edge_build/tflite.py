@@ -24,7 +24,6 @@ import dataclasses
 import hashlib
 import io
 import json
-import subprocess
 import sys
 import time
 import warnings
@@ -36,6 +35,7 @@ from edge_build import cli, parity
 from edge_build.atomic import atomic_outputs
 from edge_build.config import TargetProfile, load_hyperparameters, load_profile
 from edge_build.errors import StageError
+from edge_build.isolated import run_isolated
 from edge_build.model_source import check_weights_loaded, load_trained_model
 from edge_build.provenance import package_versions
 from edge_build.records import read_labels, read_split
@@ -174,12 +174,9 @@ def quantization_errors(converter, representative: np.ndarray) -> list[dict]:
 def preflight(model_path: Path, runtime: str) -> dict:
     """Load and invoke the model with ``runtime`` in a separate process (it cannot share one with TensorFlow)."""
     command = [sys.executable, "-m", "edge_build.device.preflight", runtime, str(model_path)]
-    try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=PREFLIGHT_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return {"runtime": runtime, "ok": False, "error": f"timed out after {PREFLIGHT_TIMEOUT_S} s"}
-    if result.returncode < 0:
-        return {"runtime": runtime, "ok": False, "error": f"crashed (signal {-result.returncode})"}
+    result, abnormal = run_isolated(command, PREFLIGHT_TIMEOUT_S)
+    if abnormal:
+        return {"runtime": runtime, "ok": False, "error": abnormal}
     lines = result.stdout.strip().splitlines()
     try:
         return json.loads(lines[-1])
@@ -189,16 +186,13 @@ def preflight(model_path: Path, runtime: str) -> dict:
 
 def convert(precision: str, inputs: ConversionInputs, profile: TargetProfile, profile_path: Path, model_out: Path, report_out: Path) -> dict:
     """Convert, check and write ``model_out`` and ``report_out``; return the report."""
-    import tensorflow as tf
-
-    from edge_build.tokenizer import encode, load_tokenizer
+    from edge_build.tokenizer import token_ids
 
     hparams = load_hyperparameters(inputs.hparams)
     labels = read_labels(inputs.data_dir / "labels.txt")
     model = load_trained_model(inputs.model_source, hparams, inputs.hparams, inputs.vocab, len(labels), inputs.weights)
     val_texts, val_labels = read_split(inputs.data_dir / "val.tfrecord")
-    tokenizer = load_tokenizer(inputs.vocab, hparams.tokenizer.lower_case)
-    val_ids = encode(tokenizer, tf.constant(val_texts), hparams.tokenizer.sequence_length).numpy()
+    val_ids = token_ids(inputs.vocab, hparams.tokenizer.lower_case, val_texts, hparams.tokenizer.sequence_length)
     reference = model(val_ids, training=False).numpy()
 
     representative = None

@@ -38,11 +38,9 @@ def bbc_vocab(bbc_texts, tmp_path_factory) -> str:
 
 
 def tensorflow_text_ids(vocab: str, texts: list[str], lower_case: bool, sequence_length: int) -> np.ndarray:
-    import tensorflow as tf
+    from edge_build.tokenizer import token_ids
 
-    from edge_build.tokenizer import encode, load_tokenizer
-
-    return encode(load_tokenizer(vocab, lower_case), tf.constant(texts), sequence_length).numpy()
+    return token_ids(vocab, lower_case, [t.encode("utf-8") for t in texts], sequence_length)
 
 
 def test_every_bbc_article_gets_the_ids_tensorflow_text_gives(bbc_texts, bbc_vocab):

@@ -1,0 +1,21 @@
+"""Device code in a process of its own, where a crash or a hang is a result, not an exception.
+
+TF Lite runtimes cannot share a process with TensorFlow, and a runtime that
+meets a model it cannot handle may die of a signal; both the conversion
+preflight and the device checks start them through here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+
+def run_isolated(command: list[str], timeout_s: float, env: dict | None = None) -> tuple[subprocess.CompletedProcess | None, str | None]:
+    """The finished process (``None`` if it hung) and, when it did not exit by itself, why."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env)
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {timeout_s:g} s"
+    if done.returncode < 0:
+        return done, f"crashed (signal {-done.returncode})"
+    return done, None
