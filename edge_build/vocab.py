@@ -2,8 +2,9 @@
 
 Reads ``train.tfrecord``; writes ``vocab.txt`` (one token per line, line number =
 token id).  Words are split the way ``BertTokenizer`` splits them (tensorflow-text's
-``BasicTokenizer``), then tensorflow-text's WordPiece learner picks the subwords;
-this is ``bert_vocab_from_dataset`` without the ``tf.data`` detour.
+``BasicTokenizer``), then tensorflow-text's WordPiece learning algorithm picks the
+subwords (``edge_build.wordpiece_learner``: the same vocabulary, sooner); this is
+``bert_vocab_from_dataset`` without the ``tf.data`` detour.
 """
 
 from __future__ import annotations
@@ -38,12 +39,12 @@ def count_words(texts: list[bytes], lower_case: bool) -> collections.Counter:
 
 
 def learn_vocabulary(texts: list[bytes], vocab_size: int, lower_case: bool) -> list[str]:
-    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as learner
+    from edge_build import wordpiece_learner
 
     counts = count_words(texts, lower_case)
     if not counts:
         raise StageError("the training split holds no words to learn a vocabulary from")
-    return learner.learn(counts, vocab_size, list(RESERVED_TOKENS))
+    return wordpiece_learner.learn(counts, vocab_size, list(RESERVED_TOKENS))
 
 
 def build_vocab(train_records: Path, out_path: Path, vocab_size: int, lower_case: bool) -> list[str]:

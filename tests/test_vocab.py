@@ -1,8 +1,9 @@
+import random
 from pathlib import Path
 
 import pytest
 
-from edge_build import vocab
+from edge_build import vocab, wordpiece_learner
 from edge_build.errors import StageError
 from edge_build.records import read_split
 
@@ -41,3 +42,33 @@ def test_a_missing_split_file_is_named(tmp_path: Path):
     with pytest.raises(StageError, match="train.tfrecord: split file not found"):
         vocab.build_vocab(tmp_path / "train.tfrecord", tmp_path / "vocab.txt", 100, True)
     assert not (tmp_path / "vocab.txt").exists()
+
+
+def random_corpus(seed: int, words: int) -> dict[str, int]:
+    """Words built from a few shared stems and suffixes, so subwords recur the way they do in text."""
+    rng = random.Random(seed)
+    stems = ["".join(rng.choice("abcdefghij") for _ in range(rng.randint(2, 9))) for _ in range(60)]
+    affixes = ["", "s", "ing", "ed", "er", "ly", "ation", "é", "ü"]
+    counts: dict[str, int] = {}
+    for _ in range(words):
+        word = rng.choice(stems) + rng.choice(affixes) + (rng.choice(stems) if rng.random() < 0.2 else "")
+        counts[word] = counts.get(word, 0) + rng.randint(1, 40)
+    return counts
+
+
+@pytest.mark.parametrize("seed, words, vocab_size", [(0, 400, 60), (1, 2000, 150), (2, 2000, 400), (3, 5000, 1000)])
+def test_the_fast_learner_gives_tensorflow_texts_vocabulary(seed, words, vocab_size):
+    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as library
+
+    counts = random_corpus(seed, words)
+    reserved = list(vocab.RESERVED_TOKENS)
+    assert wordpiece_learner.learn(counts, vocab_size, reserved) == library.learn(counts, vocab_size, reserved)
+
+
+def test_the_fast_learner_gives_tensorflow_texts_vocabulary_on_the_tiny_corpus(tiny_build):
+    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as library
+
+    texts, _ = read_split(tiny_build["data"] / "train.tfrecord")
+    counts = vocab.count_words(texts, lower_case=True)
+    for vocab_size in (40, 80, 200):
+        assert wordpiece_learner.learn(counts, vocab_size, ["[PAD]", "[UNK]"]) == library.learn(counts, vocab_size, ["[PAD]", "[UNK]"])
