@@ -1,13 +1,12 @@
 """Stage *bundle*: the folder and tarball a user copies to the board.
 
-Reads the target's TF Lite models, ``golden.npz``, ``device_checks.json`` and
-``eval.json``, the reference SavedModel (its vocabulary asset and metadata),
+Reads the target's TF Lite models, ``golden.npz`` and ``manifest.json``, the reference SavedModel (its vocabulary asset and metadata),
 ``labels.txt``, ``test.tfrecord`` and the profile; writes ``bundle/`` and
 ``bundle-<target>.tar.gz`` into the target directory. The bundle holds the
 models, ``vocab.txt``, ``labels.txt``, the golden set, the ``device/`` package,
 the ``bench.py`` and ``classify.py`` launchers, a README for the board and
-``manifest.json`` (SHA-256 and size of every file, versions, metrics,
-tolerances). Before anything is written, the pure-Python tokenizer the board
+``manifest.json`` (the target's manifest record, the tolerances and the SHA-256
+and size of every bundled file). Before anything is written, the pure-Python tokenizer the board
 uses must give tensorflow-text's ids for every example of the test split.
 """
 
@@ -32,7 +31,8 @@ from edge_build.config import ARTIFACTS, TargetProfile, load_profile
 from edge_build.device import bundle as device_bundle
 from edge_build.device.wordpiece import WordPiece
 from edge_build.errors import StageError
-from edge_build.provenance import build_timestamp, git_revision, package_versions, sha256_file
+from edge_build.manifest import OUTPUT_FILE as MANIFEST_FILE
+from edge_build.provenance import sha256_file
 from edge_build.records import read_split
 
 DEVICE_DIR = Path(__file__).resolve().parent / "device"
@@ -106,34 +106,17 @@ def default_model(profile: TargetProfile) -> str:
 
 
 def manifest(profile: TargetProfile, folder: Path, reference: Path, target_dir: Path) -> dict:
+    """The target's ``manifest.json`` record, plus what the board scripts need and every bundled file."""
+    record = json.loads((target_dir / MANIFEST_FILE).read_text(encoding="utf-8"))
     meta = json.loads((reference / "assets.extra" / "metadata.json").read_text(encoding="utf-8"))
-    evaluation = json.loads((target_dir / "eval.json").read_text(encoding="utf-8"))
-    checks = json.loads((target_dir / "device_checks.json").read_text(encoding="utf-8"))["checks"]
-    runtimes = [runtime.name for runtime in profile.runtimes]
     return {
-        "target": profile.name,
-        "arch": profile.arch,
-        "build_timestamp": build_timestamp(),
-        "git_revision": git_revision(),
-        "versions": package_versions("tensorflow", "tensorflow-text", "edge-build", *runtimes),
+        **record,
         "labels": meta["labels"],
         "tokenizer": {"lower_case": meta["lower_case"], "sequence_length": meta["sequence_length"], "vocab_sha256": meta["vocab_sha256"]},
         "models": {name: ARTIFACTS[name].path for name in profile.tflite_artifacts},
         "default_model": default_model(profile),
-        "default_runtime": runtimes[0],
+        "default_runtime": profile.runtimes[0].name,
         "tolerances": dataclasses.asdict(profile.tolerances),
-        "metrics": {
-            name: {
-                "test_accuracy": evaluation["artifacts"][name]["accuracy"],
-                "size_bytes": evaluation["artifacts"][name]["size_bytes"],
-                "device": {
-                    runtime: {"top1_agreement": r["parity"]["top1_agreement"], "max_abs_logit_error": r["parity"]["max_abs_logit_error"], "p50_us": r["latency"]["p50_us"]}
-                    for runtime, r in checks[name].items()
-                    if r["status"] == "ok"
-                },
-            }
-            for name in profile.tflite_artifacts
-        },
         "files": {
             path.relative_to(folder).as_posix(): {"sha256": sha256_file(path), "size": path.stat().st_size}
             for path in sorted(folder.rglob("*"))

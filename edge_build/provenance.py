@@ -49,6 +49,15 @@ def git_revision(directory: Path | str = ".") -> str | None:
     return head.stdout.strip() + ("-dirty" if dirty else "")
 
 
+def commit_epoch(directory: Path | str = ".") -> int | None:
+    """``HEAD``'s commit time in seconds since the epoch; None outside a checkout."""
+    try:
+        done = subprocess.run(["git", "-C", str(directory), "log", "-1", "--format=%ct"], capture_output=True, text=True)
+    except OSError:
+        return None
+    return int(done.stdout) if done.returncode == 0 and done.stdout.strip().isdigit() else None
+
+
 def build_timestamp() -> str:
     """Now in UTC, or ``SOURCE_DATE_EPOCH`` when set (reproducible builds)."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_build import bundle, report
+from edge_build import bundle, manifest, report
 from edge_build.config import load_profile
 from edge_build.device.bundle import BundleError, safe_extract, verify
 
@@ -21,6 +21,7 @@ def tiny_bundle(tiny_artifacts, tmp_path_factory) -> dict:
     shutil.copytree(tiny_artifacts["target"], target)
     profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
     report.build_report(profile, tiny_artifacts["saved_model"], target, tiny_artifacts["data"], tiny_artifacts["train_log"], None)
+    manifest.build_manifest(profile, target, tiny_artifacts["data"], tiny_artifacts["model"], tiny_artifacts["vocab"], tiny_artifacts["calibration"] / "summary.json")
     record = bundle.build_bundle(profile, tiny_artifacts["saved_model"], target, tiny_artifacts["data"])
     return {"target": target, "folder": target / "bundle", "archive": target / "bundle-tiny.tar.gz", "record": record, "profile": profile}
 
@@ -34,8 +35,10 @@ def test_the_bundle_holds_exactly_what_the_build_declares(tiny_bundle):
     assert set(manifest["files"]) == set(files) - {"manifest.json"}
     assert manifest["default_model"] == "model_int8.tflite" and manifest["default_runtime"] == "tflite-runtime"
     assert manifest["versions"]["tensorflow"].startswith("2.21") and manifest["versions"]["tflite-runtime"] == "2.14.0"
-    assert manifest["metrics"]["tflite_int8"]["device"]["tflite-runtime"]["top1_agreement"] >= 0.8
+    assert manifest["metrics"]["tflite_int8"]["device_parity"]["tflite-runtime"]["top1_agreement"] >= 0.8
     assert tiny_bundle["record"]["tokenizer_checked_examples"] == 6
+    target_record = json.loads((tiny_bundle["target"] / "manifest.json").read_text(encoding="utf-8"))
+    assert {key: manifest[key] for key in target_record} == target_record, "the bundle's manifest is the target's record"
 
 
 def test_the_tarball_unpacks_into_one_folder_and_is_reproducible(tiny_bundle, tmp_path: Path):
@@ -51,22 +54,28 @@ def test_the_tarball_unpacks_into_one_folder_and_is_reproducible(tiny_bundle, tm
     verify(str(tmp_path / "board" / "bundle-tiny"))
 
 
-def test_a_tampered_or_truncated_file_is_refused(tiny_bundle, tmp_path: Path):
+def flip_a_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda folder: flip_a_byte(folder / "model_int8.tflite"), "model_int8.tflite: SHA-256 does not match the manifest (modified after the build)"),
+        (lambda folder: (folder / "model_int8.tflite").write_bytes(b"TFL3" * 25), "model_int8.tflite: 100 bytes, the manifest says"),
+        (lambda folder: (folder / "vocab.txt").unlink(), "vocab.txt: listed in the manifest but missing"),
+    ],
+    ids=["tampered", "replaced", "missing"],
+)
+def test_a_tampered_or_truncated_file_is_refused(tiny_bundle, tmp_path: Path, damage, message: str):
     folder = tmp_path / "copy"
     shutil.copytree(tiny_bundle["folder"], folder)
-    model = folder / "model_int8.tflite"
-    data = bytearray(model.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    model.write_bytes(bytes(data))
-    with pytest.raises(BundleError, match="model_int8.tflite: SHA-256 does not match the manifest"):
-        verify(str(folder))
-    model.write_bytes(bytes(data[:100]))
-    with pytest.raises(BundleError, match="model_int8.tflite: 100 bytes, the manifest says"):
-        verify(str(folder))
-    shutil.copyfile(tiny_bundle["folder"] / "model_int8.tflite", model)
-    (folder / "vocab.txt").unlink()
-    with pytest.raises(BundleError, match="vocab.txt: listed in the manifest but missing"):
-        verify(str(folder))
+    damage(folder)
+    result = subprocess.run([sys.executable, "-m", "edge_build.device.bundle", "verify", str(folder)], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: {folder}/") and result.stderr.count("\n") == 1 and message in result.stderr
 
 
 def make_tar(path: Path, name: str, kind=tarfile.REGTYPE, linkname: str = "") -> Path:

@@ -1,0 +1,72 @@
+"""<target>/manifest.json: what each artifact is and every input it came from."""
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from edge_build import manifest, report
+from edge_build.config import load_profile
+from edge_build.errors import StageError
+from edge_build.provenance import sha256_file
+
+
+@pytest.fixture(scope="module")
+def tiny_manifest(tiny_artifacts, tmp_path_factory) -> dict:
+    target = tmp_path_factory.mktemp("manifest") / "tiny"
+    shutil.copytree(tiny_artifacts["target"], target)
+    profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
+    report.build_report(profile, tiny_artifacts["saved_model"], target, tiny_artifacts["data"], tiny_artifacts["train_log"], None)
+    args = (profile, target, tiny_artifacts["data"], tiny_artifacts["model"], tiny_artifacts["vocab"], tiny_artifacts["calibration"] / "summary.json")
+    record = manifest.build_manifest(*args)
+    return {"target": target, "record": record, "args": args, "paths": tiny_artifacts}
+
+
+def test_every_artifact_is_recorded_with_its_checksum_and_size(tiny_manifest):
+    target, record = tiny_manifest["target"], tiny_manifest["record"]
+    assert json.loads((target / "manifest.json").read_text(encoding="utf-8")) == record
+    assert set(record["artifacts"]) == {"saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_int8"}
+    int8 = record["artifacts"]["tflite_int8"]
+    assert int8["sha256"] == sha256_file(target / "model_int8.tflite") and int8["size_bytes"] == (target / "model_int8.tflite").stat().st_size
+    saved = record["artifacts"]["saved_model_cpu"]
+    assert saved["files"]["saved_model.pb"]["sha256"] == sha256_file(target / "saved_model_cpu" / "1" / "saved_model.pb")
+    listing = "".join(f"{name} {f['sha256']}\n" for name, f in saved["files"].items())
+    assert saved["sha256"] == hashlib.sha256(listing.encode()).hexdigest()
+    assert saved["size_bytes"] == sum(f["size_bytes"] for f in saved["files"].values())
+
+
+def test_versions_inputs_and_hyperparameters_are_recorded(tiny_manifest):
+    record, paths = tiny_manifest["record"], tiny_manifest["paths"]
+    assert record["versions"]["tensorflow"].startswith("2.21") and record["versions"]["tflite-runtime"] == "2.14.0"
+    assert record["converter"]["tflite_int8"]["tensorflow"] == record["versions"]["tensorflow"]
+    assert "seconds" not in record["converter"]["tflite_int8"]
+    data_summary = json.loads((paths["data"] / "summary.json").read_text(encoding="utf-8"))
+    assert record["dataset"]["sha256"] == data_summary["sha256"]
+    calibration = json.loads((paths["calibration"] / "summary.json").read_text(encoding="utf-8"))
+    assert record["calibration"]["ids_sha256"] == calibration["ids_sha256"]
+    assert record["hyperparameters"]["tokenizer"]["sequence_length"] == 24
+    assert record["training"]["weights_sha256"] == sha256_file(paths["weights"])
+    assert record["vocab_sha256"] == sha256_file(paths["vocab"])
+    assert record["git_revision"] is None or len(record["git_revision"]) >= 40
+
+
+def test_it_holds_no_measured_timings_so_rebuilds_write_the_same_bytes(tiny_manifest, monkeypatch):
+    text = (tiny_manifest["target"] / "manifest.json").read_text(encoding="utf-8")
+    assert "_us" not in text and "seconds" not in text
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    first = manifest.build_manifest(*tiny_manifest["args"])
+    assert first["build_timestamp"] == "2023-11-14T22:13:20+00:00"
+    assert manifest.build_manifest(*tiny_manifest["args"]) == first
+
+
+def test_a_missing_input_is_named_and_nothing_is_written(tiny_manifest, tmp_path: Path):
+    profile, target, data, model, vocab, calibration = tiny_manifest["args"]
+    copy = tmp_path / "tiny"
+    shutil.copytree(target, copy)
+    (copy / "manifest.json").unlink()
+    (copy / "eval.json").unlink()
+    with pytest.raises(StageError, match=r"eval\.json: not found"):
+        manifest.build_manifest(profile, copy, data, model, vocab, calibration)
+    assert not (copy / "manifest.json").exists()
