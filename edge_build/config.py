@@ -62,6 +62,7 @@ RUNTIMES: Mapping[str, RuntimeFacts] = types.MappingProxyType(
 
 Architecture = Literal["x86_64", "aarch64"]
 RuntimeName = Literal["tflite-runtime", "ai-edge-litert"]
+Strategy = Literal["default", "mirrored", "multi_worker_mirrored"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,6 +249,9 @@ class TrainingOptions:
       clip_norm: gradients are clipped to this global norm.
       seed: seeds Python, NumPy and TensorFlow; training is deterministic for a given seed.
       shuffle_buffer: examples held by the shuffle buffer.
+      strategy: the ``tf.distribute`` strategy: ``default`` (one device), ``mirrored`` (every GPU of
+        the machine), ``multi_worker_mirrored`` (the machines of ``TF_CONFIG``); ``batch_size`` is the
+        global batch, split across the replicas.
     """
 
     epochs: int = 15
@@ -256,6 +260,7 @@ class TrainingOptions:
     clip_norm: float = 1.0
     seed: int = 42
     shuffle_buffer: int = 4096
+    strategy: Strategy = "default"
 
     def __post_init__(self) -> None:
         _require_positive(self, "epochs", "batch_size", "learning_rate", "clip_norm", "shuffle_buffer")

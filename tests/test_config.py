@@ -107,6 +107,7 @@ def test_an_unknown_target_lists_the_profiles(tmp_path: Path):
         ("[training]\nepochs = 0\n", "key 'training.epochs': must be greater than 0, not 0"),
         ("[training]\nepochs = true\n", "key 'training.epochs' must be an integer, not bool True"),
         ("[training]\nlearning_rate = \"fast\"\n", "key 'training.learning_rate' must be a number"),
+        ("[training]\nstrategy = \"tpu\"\n", "key 'training.strategy' is 'tpu' (allowed: default, mirrored, multi_worker_mirrored)"),
         ("[tokenizer]\nlower_case = 1\n", "key 'tokenizer.lower_case' must be true or false"),
         ("[tokenizer]\nvocab_size = 8\n", "key 'tokenizer.vocab_size': must be at least 16"),
         ("[model]\nlayers = [1, 2]\n", "key 'model.layers': must be a number, a boolean or a string"),

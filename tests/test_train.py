@@ -1,4 +1,8 @@
 import json
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +22,7 @@ def test_training_writes_weights_and_a_log_per_epoch(tiny_build):
         assert set(epoch) == {"epoch", "loss", "accuracy", "val_loss", "val_accuracy", "seconds", "examples_per_second"}
         assert epoch["examples_per_second"] > 0
     assert log["train_examples"] == 24
+    assert (log["strategy"], log["replicas"]) == ("default", 1)
     assert log["steps"] == 3 * 3  # 24 examples, batch 8, 3 epochs
     best = max(log["epochs"], key=lambda e: (e["val_accuracy"], -e["val_loss"]))
     assert log["best_epoch"] == best["epoch"]
@@ -61,3 +66,57 @@ def test_an_unknown_model_hyperparameter_names_what_build_model_accepts(tiny_bui
         f"{hparams_path}: unknown key 'model.layers' (build_model() in {REPO / 'model_src' / 'model.py'} accepts: embedding_dim, dropout)"
     )
     assert not (tmp_path / "bad").exists()
+
+
+# Logical devices and collective ops must be set before TensorFlow starts, which this
+# session's fixtures have done already: each run under a strategy gets a new process.
+TRAIN_STAGE = """
+import sys
+from edge_build import cli, train
+sys.exit(cli.run(train.build_parser, train.drive))
+"""
+TWO_LOGICAL_CPUS = """
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+"""
+
+
+def train_in_a_new_process(tiny_build, out: Path, strategy: str, prelude: str = "", env: dict | None = None) -> dict:
+    hparams_path = out / "hparams.toml"
+    out.mkdir(parents=True)
+    hparams_path.write_text(tiny_build["hparams"].read_text().replace("[training]", f'[training]\nstrategy = "{strategy}"'), encoding="utf-8")
+    arguments = ["--data-dir", tiny_build["data"], "--vocab", tiny_build["vocab"], "--hparams", hparams_path, "--model-source", REPO / "model_src" / "model.py", "--out-dir", out]
+    result = subprocess.run(
+        [sys.executable, "-c", prelude + TRAIN_STAGE, *map(str, arguments)],
+        cwd=REPO, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads((out / "train_log.json").read_text())
+
+
+def test_mirrored_training_on_two_devices_follows_the_one_device_run(tiny_build, tmp_path: Path):
+    log = train_in_a_new_process(tiny_build, tmp_path / "mirrored", "mirrored", prelude=TWO_LOGICAL_CPUS)
+    one_device = json.loads(tiny_build["train_log"].read_text())
+    assert (log["strategy"], log["replicas"]) == ("mirrored", 2)
+    assert log["best_val_accuracy"] >= 0.8
+    # Each global batch is split in two and its loss scaled by the whole batch: only rounding differs.
+    for key in ("loss", "val_loss", "val_accuracy"):
+        assert [e[key] for e in log["epochs"]] == pytest.approx([e[key] for e in one_device["epochs"]], abs=1e-4)
+    assert (log["steps"], log["train_step_traces"]) == (one_device["steps"], 1)
+
+
+def test_a_one_worker_cluster_from_tf_config_trains_as_one_device(tiny_build, tmp_path: Path):
+    with socket.socket() as probe:
+        probe.bind(("localhost", 0))
+        port = probe.getsockname()[1]
+    tf_config = {"cluster": {"worker": [f"localhost:{port}"]}, "task": {"type": "worker", "index": 0}}
+    log = train_in_a_new_process(tiny_build, tmp_path / "cluster", "multi_worker_mirrored", env={"TF_CONFIG": json.dumps(tf_config)})
+    assert (log["strategy"], log["replicas"]) == ("multi_worker_mirrored", 1)
+    assert (tmp_path / "cluster" / "model.weights.h5").read_bytes() == tiny_build["weights"].read_bytes()
+
+
+def test_a_malformed_tf_config_is_named(monkeypatch):
+    monkeypatch.setenv("TF_CONFIG", "workers: a, b")
+    with pytest.raises(ConfigError, match=r"^TF_CONFIG: .* \(expected JSON like \{\"cluster\""):
+        train.make_strategy("multi_worker_mirrored")
