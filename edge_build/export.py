@@ -22,6 +22,7 @@ loading; on a machine without a GPU, XLA's CPU backend runs it.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import tempfile
@@ -98,6 +99,21 @@ def metadata(hparams: Hyperparameters, labels: list[str], vocab: Path, weights: 
     }
 
 
+def content_derived_uuid(fingerprint_path: Path) -> None:
+    """Replace the random UUID TensorFlow writes into ``fingerprint.pb`` at every save.
+
+    It is the only byte of a SavedModel that differs between two exports of the
+    same model; derived from the graph and checkpoint hashes beside it, the same
+    model keeps the same bytes (and ID), and a different one still gets another.
+    """
+    from tensorflow.core.protobuf import fingerprint_pb2
+
+    fingerprint = fingerprint_pb2.FingerprintDef.FromString(fingerprint_path.read_bytes())
+    content = f"{fingerprint.saved_model_checksum}:{fingerprint.checkpoint_hash}".encode("ascii")
+    fingerprint.uuid = str(int(hashlib.sha256(content).hexdigest()[:32], 16))  # TF's form: a 128-bit number in decimal
+    fingerprint_path.write_bytes(fingerprint.SerializeToString(deterministic=True))
+
+
 def export(
     data_dir: Path,
     vocab: Path,
@@ -131,6 +147,7 @@ def export(
                 "classify_ids": module.classify_ids.get_concrete_function(),
             },
         )
+        content_derived_uuid(staging / "fingerprint.pb")
         extra = staging / "assets.extra"
         extra.mkdir()
         (extra / "metadata.json").write_text(json.dumps(metadata(hparams, labels, vocab, weights, jit_compile), indent=2) + "\n", encoding="utf-8")
