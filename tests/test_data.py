@@ -75,13 +75,15 @@ def make_csv(path: Path, text: str) -> Path:
 @pytest.mark.parametrize(
     "prepare, message",
     [
-        (lambda root: root / "missing", "missing: no such file or directory"),
+        (lambda root: root / "missing", "missing: no such file or directory (a dataset is a folder of <label>/<file> texts, a .csv file"),
         (lambda root: (root / "empty").mkdir() or root / "empty", "empty: the dataset directory is empty"),
-        (lambda root: (root / "ds" / "a").mkdir(parents=True) or root / "ds", "ds/a: the class folder has no files"),
+        (lambda root: (root / "ds" / "a").mkdir(parents=True) or root / "ds", "ds/a: the class folder has no files (each class needs at least 3 text files)"),
         (lambda root: make_csv(root / "d.csv", "body,label\nhello,a\n"), "d.csv: missing column(s) text (found: body, label)"),
-        (lambda root: make_csv(root / "d.csv", "text,label\nhello,a\n  ,b\n"), "d.csv:3: empty text"),
+        (lambda root: make_csv(root / "d.csv", "text,label\nhello,a\n  ,b\n"), "d.csv:3: empty text (every row needs a text and a label)"),
+        (lambda root: make_csv(root / "d.csv", "text,label\nhello,\n"), "d.csv:2: empty label"),
+        (lambda root: (root / "d.csv").write_bytes(b"PK\x03\x04\0\0binary") and root / "d.csv", "d.csv: not a text file (contains NUL bytes)"),
         (lambda root: make_csv(root / "d.csv", "text,label\n"), "d.csv: no rows after the header"),
-        (lambda root: make_csv(root / "d.txt", "text,label\n"), "d.txt: a dataset is a directory of <label>/<file> texts or a .csv file"),
+        (lambda root: make_csv(root / "d.txt", "text,label\n"), "d.txt: not a folder or a .csv file (a dataset is a folder of <label>/<file> texts"),
     ],
 )
 def test_bad_datasets_fail_with_one_line_and_write_nothing(tmp_path: Path, prepare, message: str):
@@ -140,4 +142,5 @@ def test_the_cli_reports_a_bad_dataset_in_one_line(tmp_path: Path, capsys):
 
     code = cli.run(data.build_parser, data.drive, ["--dataset", str(tmp_path / "nope"), "--out-dir", str(tmp_path / "out")])
     assert code == 2
-    assert capsys.readouterr().err == f"error: {tmp_path / 'nope'}: no such file or directory\n"
+    assert capsys.readouterr().err == f"error: {tmp_path / 'nope'}: no such file or directory (a dataset is {data.DATASET_FORMS})\n"
+    assert not (tmp_path / "out").exists()

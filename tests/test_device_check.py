@@ -85,14 +85,24 @@ def test_a_latency_budget_breach_fails(tiny_artifacts, tmp_path: Path, capsys):
     assert "(budget <= 1e-06 ms)" in capsys.readouterr().err
 
 
-def test_a_corrupted_model_is_reported_as_such(tiny_artifacts, tmp_path: Path, capsys):
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda content: content[: len(content) // 3], "corrupted: {model} has {third} bytes, the conversion wrote {size} (truncated or replaced"),
+        (lambda content: np.random.default_rng(0).bytes(len(content)), "corrupted: {model}'s SHA-256 differs from the one recorded at conversion"),
+    ],
+    ids=["truncated", "random-bytes"],
+)
+def test_a_corrupted_model_is_reported_as_such(tiny_artifacts, tmp_path: Path, capsys, damage, message: str):
     target = copy_target(tiny_artifacts, tmp_path)
     model = target / "model_int8.tflite"
-    model.write_bytes(model.read_bytes()[: model.stat().st_size // 3])
+    size = model.stat().st_size
+    model.write_bytes(damage(model.read_bytes()))
     profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
     with pytest.raises(StageError, match="device checks failed"):
         device_check.device_checks(profile, tiny_artifacts["saved_model"], target, tiny_artifacts["data"])
-    assert f"corrupted: {model} has" in capsys.readouterr().err
+    assert message.format(model=model, third=size // 3, size=size) in capsys.readouterr().err
+    assert not any((target / name).exists() for name in device_check.OUTPUT_FILES)
 
 
 def test_a_model_a_runtime_cannot_load_is_a_failure_not_a_traceback(tiny_artifacts, tmp_path: Path):
@@ -101,6 +111,26 @@ def test_a_model_a_runtime_cannot_load_is_a_failure_not_a_traceback(tiny_artifac
     profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
     outcome = device_check.run_on_device(junk, "tflite-runtime", tiny_artifacts["target"] / "golden.npz", profile, tmp_path)
     assert outcome["status"].startswith("failed: ") and str(junk) in outcome["status"]
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda content: content[:100], "not a whole TF Lite model: its operator_codes (bytes "),
+        (lambda content: content[: len(content) // 3], "not a whole TF Lite model: its operator_codes (bytes "),
+        (lambda content: np.random.default_rng(0).bytes(len(content)), "not a TF Lite model (no TFL3 flatbuffer identifier at byte 4)"),
+    ],
+    ids=["first-100-bytes", "first-third", "random-bytes"],
+)
+def test_the_device_runner_refuses_a_damaged_model_in_one_line(tiny_artifacts, tmp_path: Path, damage, message: str):
+    # Unchecked, tflite-runtime 2.14 dies of SIGSEGV on both cuts and answers "'utf-8' codec can't decode" to the random bytes.
+    model = tmp_path / "model.tflite"
+    model.write_bytes(damage(tiny_artifacts["tflite_int8"].read_bytes()))
+    out = tmp_path / "result.json"
+    result = subprocess.run([sys.executable, "-m", "edge_build.device.bench", str(model), "--out", str(out)], capture_output=True, text=True)
+    assert result.returncode == 4
+    assert result.stderr.startswith(f"error: {model}: {message}") and result.stderr.count("\n") == 1
+    assert not out.exists()
 
 
 def test_a_crash_a_hang_and_a_missing_runtime_are_results_not_exceptions(tiny_artifacts, tmp_path: Path, monkeypatch):
@@ -120,6 +150,30 @@ def test_a_crash_a_hang_and_a_missing_runtime_are_results_not_exceptions(tiny_ar
 
     monkeypatch.setattr(subprocess, "run", hang)
     assert device_check.run_on_device(tiny_artifacts["tflite_int8"], "tflite-runtime", golden, profile, tmp_path) == {"status": "timed out after 300 s"}
+
+
+@pytest.mark.parametrize(
+    "device_python, status",
+    [
+        ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", "crashed (signal 11)"),
+        ("import time; time.sleep(60)", "timed out after 1 s"),
+    ],
+    ids=["crash", "hang"],
+)
+def test_a_runtime_that_crashes_or_hangs_fails_the_stage_and_writes_nothing(tiny_artifacts, tmp_path: Path, capsys, device_python: str, status: str):
+    from edge_build import cli
+
+    profile = write_profile(tmp_path / "targets", "tiny", TINY_PROFILE + "timeout_s = 1\n")  # [device] is the profile's last table
+    # A device Python that dies of a signal or never answers, as a runtime does on a model it mishandles.
+    device_env = tmp_path / "env.json"
+    device_env.write_text(json.dumps({"python": [sys.executable, "-c", device_python], "pythonpath": [], "emulated": False, "runtimes": {"tflite-runtime": {"checkable": True}}}))
+    target = copy_target(tiny_artifacts, tmp_path)
+    argv = ["--profile", str(profile), "--reference", str(tiny_artifacts["saved_model"]), "--target-dir", str(target), "--data-dir", str(tiny_artifacts["data"]), "--device-env", str(device_env)]
+    assert cli.run(device_check.build_parser, device_check.drive, argv) == cli.EXIT_USER_ERROR
+    err = capsys.readouterr().err
+    assert err.count(status) == 2  # one row per TF Lite artifact
+    assert err.endswith(f"error: {target}: device checks failed for targets/tiny.toml (table above)\n")
+    assert not any((target / name).exists() for name in device_check.OUTPUT_FILES)
 
 
 def test_the_device_code_never_imports_tensorflow():

@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from .golden import compare, load_golden
-from .runtime import INTERPRETER_MODULES, RuntimeMissing, interpreter_module, runtime_version
+from .runtime import INTERPRETER_MODULES, RuntimeMissing, check_model_file, interpreter_module, runtime_version
 
 
 def dequantized(interpreter, detail) -> np.ndarray:
@@ -41,6 +41,7 @@ class Model:
 
     def __init__(self, runtime: str, path: str, threads: int, batch: int):
         module = interpreter_module(runtime)
+        check_model_file(path)
         started = time.perf_counter()
         self.interpreter = module.Interpreter(model_path=path, num_threads=threads)
         (self.input,) = self.interpreter.get_input_details()
