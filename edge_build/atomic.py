@@ -8,6 +8,7 @@ build could take as finished.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import shutil
 from pathlib import Path
@@ -37,7 +38,9 @@ def atomic_outputs(*paths: os.PathLike | str) -> Iterator[Sequence[Path]]:
     temporaries = [_temporary_sibling(p) for p in finals]
     for final, temporary in zip(finals, temporaries):
         final.parent.mkdir(parents=True, exist_ok=True)
-        _remove(temporary)
+        # What a killed run of this stage left behind: only one process writes a given output at a time.
+        for leftover in final.parent.glob(f".tmp-*-{glob.escape(final.name)}"):
+            _remove(leftover)
     try:
         yield temporaries
     except BaseException:

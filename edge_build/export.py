@@ -22,8 +22,10 @@ loading; on a machine without a GPU, XLA's CPU backend runs it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -130,23 +132,30 @@ def export(
     hparams = load_hyperparameters(hparams_path)
     labels = read_labels(data_dir / "labels.txt")
     model = load_trained_model(model_source, hparams, hparams_path, vocab, len(labels), weights)
-    tokenizer = load_tokenizer(vocab, hparams.tokenizer.lower_case)
+    # The vocabulary's path as given becomes part of the graph (the lookup table's shared
+    # name), and is read again when the asset is saved: give it the same relative path in
+    # every build, so that two builds in different directories write the same bytes.
+    vocab_folder = tempfile.TemporaryDirectory()
+    shutil.copyfile(vocab, Path(vocab_folder.name) / "vocab.txt")
+    with contextlib.chdir(vocab_folder.name):
+        tokenizer = load_tokenizer("vocab.txt", hparams.tokenizer.lower_case)
     module = make_serving_module(model, tokenizer, labels, hparams.tokenizer.sequence_length, jit_compile)
 
     val_texts, val_labels = read_split(data_dir / "val.tfrecord")
     expected_logits = saved_model.serve_in_batches(module.serving_default, val_texts)["logits"]
     check_weights_loaded(expected_logits, val_labels, train_log, weights)
 
-    final = out_dir / VERSION
-    with atomic_output(final) as staging, tempfile.TemporaryDirectory() as scratch:
-        tf.saved_model.save(
-            module,
-            str(staging),
-            signatures={
-                "serving_default": module.serving_default.get_concrete_function(),
-                "classify_ids": module.classify_ids.get_concrete_function(),
-            },
-        )
+    final = out_dir.resolve() / VERSION
+    with atomic_output(final) as staging, tempfile.TemporaryDirectory() as scratch, vocab_folder:
+        with contextlib.chdir(vocab_folder.name):
+            tf.saved_model.save(
+                module,
+                str(staging),
+                signatures={
+                    "serving_default": module.serving_default.get_concrete_function(),
+                    "classify_ids": module.classify_ids.get_concrete_function(),
+                },
+            )
         content_derived_uuid(staging / "fingerprint.pb")
         extra = staging / "assets.extra"
         extra.mkdir()

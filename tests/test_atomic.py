@@ -48,3 +48,13 @@ def test_the_temporary_keeps_the_suffix(tmp_path: Path):
     with atomic_output(tmp_path / "model.weights.h5") as staging:
         assert staging.name.endswith(".weights.h5")
         staging.write_bytes(b"")
+
+
+def test_what_a_killed_run_left_behind_is_removed_by_the_next(tmp_path: Path):
+    leftover = tmp_path / ".tmp-99999-model.weights.h5"
+    leftover.write_bytes(b"half a model")
+    other = tmp_path / ".tmp-99999-train_log.json"
+    other.write_text("{")
+    with atomic_output(tmp_path / "model.weights.h5") as staging:
+        staging.write_bytes(b"whole")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".tmp-99999-train_log.json", "model.weights.h5"]

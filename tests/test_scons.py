@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from edge_build import reproducible
 from edge_build.data import OUTPUT_FILES as DATA_FILES
 from edge_build.saved_model import FILES as SAVED_MODEL_FILES
 
@@ -59,7 +64,7 @@ def project(tmp_path_factory) -> dict:
 
 def test_a_clean_build_runs_every_stage_and_reports(project):
     result = scons(*project["args"])
-    assert sorted(stages_run(result)) == sorted(["data", "vocab", "train", "export", "export", "calibrate", "tflite-fp32", "tflite-int8", "device_check", "report", "bundle"])
+    assert sorted(stages_run(result)) == sorted(["data", "vocab", "train", "export", "export", "calibrate", "tflite-fp32", "tflite-int8", "device_check", "report", "manifest", "bundle"])
     build = project["build"]
     for name in DATA_FILES:
         assert (build / "data" / name).is_file()
@@ -67,7 +72,7 @@ def test_a_clean_build_runs_every_stage_and_reports(project):
         for name in SAVED_MODEL_FILES:
             assert (build / flavour / "1" / name).is_file()
     for name in ("model_fp32.tflite", "model_int8.tflite", "tflite_fp32.json", "tflite_int8.json", "golden.npz", "device_checks.json",
-                 "latency.png", "eval.json", "report.md", "bundle-tiny.tar.gz", "bundle/manifest.json", "bundle/bench.py"):
+                 "latency.png", "eval.json", "report.md", "manifest.json", "bundle-tiny.tar.gz", "bundle/manifest.json", "bundle/bench.py"):
         assert (build / "tiny" / name).is_file()
     assert (build / "calibration" / "representative.npy").is_file()
     evaluation = json.loads((build / "tiny" / "eval.json").read_text())
@@ -84,20 +89,78 @@ def test_a_second_build_does_nothing(project):
     assert "is up to date" in result.stdout
 
 
+def stage_pids(stage: str) -> list[int]:
+    """Processes running ``python -m edge_build.<stage>`` (read from /proc: no psutil needed)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if entry.name.isdigit() and f"edge_build.{stage}".encode() in command:
+            pids.append(int(entry.name))
+    return pids
+
+
+def kill_build_during(stage: str, args: list[str]) -> None:
+    """Start a build and SIGKILL it and all its processes once ``stage`` has run for a moment."""
+    build = subprocess.Popen([*SCONS, "-Q", *args], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 600
+        while not stage_pids(stage):
+            assert build.poll() is None, f"the build ended before {stage} started"
+            assert time.monotonic() < deadline, f"{stage} never started"
+            time.sleep(0.05)
+        time.sleep(2.0)  # into the stage's work: TensorFlow is loaded, outputs are being made
+    finally:
+        os.killpg(build.pid, signal.SIGKILL)
+        build.wait()
+
+
+def test_a_build_killed_during_training_and_conversion_resumes_to_the_same_result(project, tmp_path: Path):
+    build = tmp_path / "build"
+    args = [a for a in project["args"] if not a.startswith("build_dir=")] + [f"build_dir={build}"]
+    kill_build_during("train", args)
+    assert not (build / "model" / "model.weights.h5").exists() and not (build / "model" / "train_log.json").exists()
+    kill_build_during("tflite", args)
+    for precision in ("fp32", "int8"):  # a model and its report appear together, or neither
+        assert (build / "tiny" / f"model_{precision}.tflite").exists() == (build / "tiny" / f"tflite_{precision}.json").exists()
+    scons(*args)
+    assert not list(build.rglob(".tmp-*")), "a killed stage's temporaries outlived the next build"
+    compared = reproducible.compare_trees(project["build"], build)
+    assert not [name for name, r in compared.items() if r["status"] not in ("identical", "measured")], compared
+    assert stages_run(scons(*args)) == []
+
+
+def test_verify_reproducible_builds_twice_with_j2_and_both_match_the_j1_build(project):
+    report_path = project["build"] / "reproducibility.json"
+    result = scons("-j2", *project["args"], "verify-reproducible")
+    report = json.loads(report_path.read_text())
+    assert report["jobs"] == 2 and report["counts"]["differs"] == 0 and report["counts"]["only in one build"] == 0
+    assert report["files"]["tiny/model_int8.tflite"]["status"] == "identical"
+    assert report["files"]["model/model.weights.h5"]["status"] == "identical"
+    assert report["files"]["tiny/saved_model_cpu/1/fingerprint.pb"]["status"] == "identical"
+    assert report["files"]["tiny/device_checks.json"]["status"] == "measured"
+    assert "files identical" in result.stdout
+    j2_build = project["build"] / "reproducibility" / "first"
+    compared = reproducible.compare_trees(project["build"], j2_build)
+    assert not [name for name, r in compared.items() if r["status"] not in ("identical", "measured")], compared
+
+
 def test_a_hyperparameter_change_retrains_but_does_not_resplit(project):
     weights = project["build"] / "model" / "model.weights.h5"
     before = {name: (project["build"] / "data" / name).stat().st_mtime_ns for name in DATA_FILES}
     old_weights = weights.read_bytes()
     project["hparams"].write_text(TINY_HPARAMS.replace("learning_rate = 0.05", "learning_rate = 0.02"), encoding="utf-8")
     result = scons(*project["args"])
-    assert sorted(stages_run(result)) == sorted(["train", "export", "export", "tflite-fp32", "tflite-int8", "device_check", "report", "bundle"])
+    assert sorted(stages_run(result)) == sorted(["train", "export", "export", "tflite-fp32", "tflite-int8", "device_check", "report", "manifest", "bundle"])
     assert weights.read_bytes() != old_weights
     assert {name: (project["build"] / "data" / name).stat().st_mtime_ns for name in DATA_FILES} == before
 
 
 def test_a_command_line_override_retrains(project):
     result = scons(*project["args"], "epochs=1")
-    assert sorted(stages_run(result)) == sorted(["train", "export", "export", "tflite-fp32", "tflite-int8", "device_check", "report", "bundle"])
+    assert sorted(stages_run(result)) == sorted(["train", "export", "export", "tflite-fp32", "tflite-int8", "device_check", "report", "manifest", "bundle"])
     log = json.loads((project["build"] / "model" / "train_log.json").read_text())
     assert len(log["epochs"]) == 1
 
@@ -111,7 +174,7 @@ def test_a_calibration_edit_rebuilds_only_the_int8_model_and_what_follows(projec
     int8 = (build / "tiny" / "model_int8.tflite").read_bytes()
     (project["calibration"] / "calibration.toml").write_text("samples = 9\nseed = 3\n", encoding="utf-8")
     result = scons(*project["args"], "--debug=explain")
-    assert stages_run(result) == ["calibrate", "tflite-int8", "device_check", "report", "bundle"]
+    assert stages_run(result) == ["calibrate", "tflite-int8", "device_check", "report", "manifest", "bundle"]
     assert "because" in result.stdout and "calibration.toml" in result.stdout
     assert mtimes(upstream) == before
     assert (build / "tiny" / "model_int8.tflite").read_bytes() != int8
@@ -145,7 +208,8 @@ def test_a_bad_dataset_fails_in_one_line_and_leaves_no_outputs(tmp_path: Path):
 def test_a_missing_dataset_is_named(tmp_path: Path):
     result = scons(f"dataset={tmp_path / 'nowhere'}", f"build_dir={tmp_path / 'build'}", check=False)
     assert result.returncode != 0
-    assert f"error: {tmp_path / 'nowhere'}: no such file or directory" in result.stderr
+    assert f"error: {tmp_path / 'nowhere'}: no such file or directory (a dataset is a folder of <label>/<file> texts" in result.stderr
+    assert not (tmp_path / "build" / "data").exists() or not any((tmp_path / "build" / "data").iterdir())
 
 
 def test_target_list_and_unknown_targets():
@@ -156,12 +220,24 @@ def test_target_list_and_unknown_targets():
     assert "unknown target 'nope': no targets/nope.toml (available: arm64, gpu, host)" in unknown.stderr
 
 
-def test_a_bad_profile_fails_before_anything_runs(tmp_path: Path):
-    write_profile(tmp_path, "board", TINY_PROFILE.replace('name = "tflite-runtime"', 'name = "tflite-runtime"\nflex_delegate = true'))
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ('name = "tflite-runtime"', 'name = "tflite-runtime"\nflex_delegate = true', "key 'runtimes.flex_delegate': tflite-runtime's wheels have no Flex delegate (allowed: false)"),
+        ('description = "tests', 'description = tests', "not valid TOML: Invalid value (at line 2, column 15)"),
+        ("[device]", "[device]\ntimeout = 5", "unknown key 'device.timeout' (allowed: golden_examples, threads, batch, warmup, runs, timeout_s)"),
+        ("runs = 20", 'runs = "20"', "key 'device.runs' must be an integer, not str '20'"),
+        ('"tflite_int8"]', '"tflite_int16"]', "key 'artifacts': unknown artifact 'tflite_int16' (allowed: saved_model_cpu, saved_model_xla, tflite_fp32, tflite_int8)"),
+        ('name = "tflite-runtime"', 'name = "tensorrt"', "key 'runtimes.name' is 'tensorrt' (allowed: tflite-runtime, ai-edge-litert)"),
+    ],
+    ids=["flex-delegate", "malformed-toml", "unknown-key", "wrong-type", "unknown-artifact", "unknown-runtime"],
+)
+def test_a_bad_profile_fails_in_one_line_before_anything_runs(tmp_path: Path, old: str, new: str, message: str):
+    write_profile(tmp_path, "board", TINY_PROFILE.replace(old, new))
     result = scons(f"targets_dir={tmp_path}", "target=board", f"build_dir={tmp_path / 'build'}", check=False)
     assert result.returncode == 2
-    assert f"{tmp_path / 'board.toml'}: key 'runtimes.flex_delegate': tflite-runtime's wheels have no Flex delegate" in result.stderr
-    assert not (tmp_path / "build" / "data").exists()
+    assert result.stderr == f"scons: *** {tmp_path / 'board.toml'}: {message}\n"
+    assert not (tmp_path / "build").exists()
 
 
 def test_unknown_variables_and_bad_values_are_refused():
@@ -183,3 +259,19 @@ def test_clean_removes_the_build(project):
     scons(*project["args"], "-c")
     assert not (project["build"] / "tiny").exists()
     assert not (project["build"] / "model").exists()
+
+
+def test_a_warm_cache_is_fetched_from_instead_of_training(project, tmp_path: Path):
+    cache = tmp_path / "cache"
+    args = [a for a in project["args"] if not a.startswith("build_dir=")] + [f"build_dir={tmp_path / 'build'}", f"cache={cache}"]
+    first = scons(*args)
+    assert "train" in stages_run(first)
+    built = {p.relative_to(tmp_path / "build"): p.read_bytes() for p in (tmp_path / "build").rglob("*") if p.is_file() and ".sconsign" not in p.name}
+    shutil.rmtree(tmp_path / "build")
+    second = scons(*args)
+    ran = stages_run(second)
+    assert "train" not in ran and "vocab" not in ran and "tflite" not in " ".join(ran)
+    assert re.search(r"Retrieved `[^']*model\.weights\.h5' from cache", second.stdout)
+    assert "device_check" in ran, "device timings are measured on the machine, never fetched"
+    for name in ("model/model.weights.h5", "tiny/model_int8.tflite", "tiny/model_fp32.tflite", "tiny/manifest.json", "tiny/bundle-tiny.tar.gz"):
+        assert (tmp_path / "build" / name).read_bytes() == built[Path(name)], name

@@ -1,0 +1,135 @@
+"""Build twice from clean, compare every output: ``scons verify-reproducible`` runs this.
+
+    python -m edge_build.reproducible --work-dir build/reproducibility --out report.json [--jobs N] [variable=value ...]
+
+Runs ``scons build_dir=<work-dir>/first`` and ``.../second`` with the given
+variables (each from an empty build directory), then compares the two trees file
+by file. Artifacts, weights, data splits, bundles and manifests must be
+byte-identical. Files that record what this machine measured (latencies, stage
+times, peak memory) cannot be: their JSON is compared with those figures left
+out, and ``report.md`` and ``latency.png``, rendered from them, are listed as
+measured. Anything else that differs fails the check, with the JSON keys or
+the file named.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from edge_build import cli
+from edge_build.atomic import atomic_output
+from edge_build.errors import StageError
+
+#: JSON keys holding a measurement of this run (time, rate, memory), not a result of the inputs.
+MEASURED_KEY = re.compile(r"(_us|_ms|_mb|seconds|_per_second)$")
+#: Rendered from measurements only.
+MEASURED_FILES = ("report.md", "latency.png")
+#: Not outputs of the inputs: SCons's own database, provisioned device environments (downloaded)
+#: and this check's own work.
+SKIPPED = re.compile(r"(^|/)\.sconsign[^/]*$|^devices/|^reproducibility(/|\.json$)")
+
+
+def json_differences(first, second, path: str = "") -> list[str]:
+    """Key paths where two JSON values differ, ``*`` marking list positions."""
+    if isinstance(first, dict) and isinstance(second, dict):
+        keys = sorted(set(first) | set(second))
+        return [d for k in keys for d in json_differences(first.get(k), second.get(k), f"{path}.{k}" if path else k)]
+    if isinstance(first, list) and isinstance(second, list) and len(first) == len(second):
+        return sorted({d for a, b in zip(first, second) for d in json_differences(a, b, f"{path}[*]")})
+    return [] if first == second else [path]
+
+
+def is_measured(key_path: str) -> bool:
+    last = [part for part in re.split(r"[.\[\]*]+", key_path) if part][-1]
+    return bool(MEASURED_KEY.search(last))
+
+
+def first_difference(first: bytes, second: bytes) -> str:
+    if len(first) != len(second):
+        return f"{len(first)} vs {len(second)} bytes"
+    return f"from byte {next(i for i, (a, b) in enumerate(zip(first, second)) if a != b)}"
+
+
+def compare_file(first: Path, second: Path) -> dict:
+    if first.read_bytes() == second.read_bytes():
+        return {"status": "identical"}
+    if first.name in MEASURED_FILES:
+        return {"status": "measured", "where": "rendered from this run's timings"}
+    if first.suffix == ".json":
+        try:
+            differences = json_differences(json.loads(first.read_text("utf-8")), json.loads(second.read_text("utf-8")))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            differences = ["(not JSON)"]
+        unexplained = [d for d in differences if not is_measured(d)]
+        if not unexplained:
+            return {"status": "measured", "where": ", ".join(differences)}
+        return {"status": "differs", "where": ", ".join(unexplained)}
+    return {"status": "differs", "where": first_difference(first.read_bytes(), second.read_bytes())}
+
+
+def compare_trees(first: Path, second: Path) -> dict[str, dict]:
+    def outputs(root: Path) -> set[str]:
+        return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and not SKIPPED.search(p.relative_to(root).as_posix())}
+
+    names_first, names_second = outputs(first), outputs(second)
+    results = {name: {"status": "only in one build"} for name in sorted(names_first ^ names_second)}
+    for name in sorted(names_first & names_second):
+        results[name] = compare_file(first / name, second / name)
+    return dict(sorted(results.items()))
+
+
+def build(build_dir: Path, variables: list[str], jobs: int) -> None:
+    if build_dir.exists():
+        shutil.rmtree(build_dir)
+    command = [sys.executable, "-m", "SCons", "-Q", f"-j{jobs}", f"build_dir={build_dir}", *variables]
+    print(f"reproducible: {' '.join(command[2:])}", flush=True)
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
+        raise StageError(f"the build in {build_dir} failed ({done.returncode}): {last}")
+
+
+def verify(work_dir: Path, variables: list[str], out: Path, jobs: int = 1) -> dict:
+    for variable in variables:
+        if variable.split("=", 1)[0] in ("build_dir", "cache"):
+            raise StageError(f"{variable}: verify-reproducible picks its own build directories and never uses a cache")
+    first, second = work_dir / "first", work_dir / "second"
+    build(first, variables, jobs)
+    build(second, variables, jobs)
+    files = compare_trees(first, second)
+    counts = {status: sum(r["status"] == status for r in files.values()) for status in ("identical", "measured", "differs", "only in one build")}
+    report = {"variables": variables, "jobs": jobs, "builds": [str(first), str(second)], "counts": counts, "files": files}
+    with atomic_output(out) as temporary:
+        temporary.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return report
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m edge_build.reproducible", description=__doc__.splitlines()[0])
+    parser.add_argument("--work-dir", type=Path, required=True, help="the two builds go in first/ and second/ here")
+    parser.add_argument("--out", type=Path, required=True, help="the per-file report (JSON)")
+    parser.add_argument("--jobs", type=int, default=1, help="scons -j for both builds")
+    parser.add_argument("variables", nargs="*", help="SCons variables for both builds (target=..., dataset=...)")
+    return parser
+
+
+def drive(args: argparse.Namespace) -> None:
+    report = verify(args.work_dir, args.variables, args.out, args.jobs)
+    for name, result in report["files"].items():
+        if result["status"] != "identical":
+            print(f"  {result['status']:<17} {name}" + (f": {result['where']}" if "where" in result else ""))
+    counts = report["counts"]
+    print(f"reproducible: {counts['identical']} files identical, {counts['measured']} differ only in measured timings, "
+          f"{counts['differs'] + counts['only in one build']} differ otherwise -> {args.out}")
+    if counts["differs"] or counts["only in one build"]:
+        raise StageError("two builds of the same inputs differ (see above)")
+
+
+if __name__ == "__main__":
+    sys.exit(cli.run(build_parser, drive))
