@@ -1,5 +1,7 @@
 """The device's pure-Python tokenizer against tensorflow-text's BertTokenizer, id for id."""
 
+import random
+
 import numpy as np
 import pytest
 
@@ -58,6 +60,23 @@ def test_unicode_edge_cases_match(bbc_vocab, lower_case):
         assert got.tolist() == want.tolist(), repr(text)
 
 
+# Characters each normalization and splitting step treats differently, for random texts.
+MIXABLE = [
+    *"abXY09 .,;!?'\"-([#@$%&*", "\t", "\n", "\r", "\x0b", "\x0c", "\x00", "\x1f", "\x7f", "\x85", "\xa0", "\xad", "\u200b", "\u2028",
+    "\u3000", "\ufeff", "é", "É", "ß", "ﬁ", "İ", "ǅ", "\u0301", "\u0327", "\u0600", "…", "½", "“", "—", "中", "한", "😀", "\U000e0041",
+    "\u00b4", "①", "㍱", "\u0e31", "the ", "said ", "government", "café",
+]
+
+
+@pytest.mark.parametrize("lower_case", [True, False])
+def test_random_mixes_of_tricky_characters_match(bbc_vocab, lower_case):
+    rng = random.Random(7)
+    texts = ["".join(rng.choice(MIXABLE) for _ in range(rng.randint(0, 40))) for _ in range(500)]
+    expected = tensorflow_text_ids(bbc_vocab, texts, lower_case, 48)
+    actual = WordPiece.from_file(bbc_vocab, lower_case=lower_case).encode(texts, 48)
+    assert [t for t, want, got in zip(texts, expected, actual) if got.tolist() != want.tolist()] == []
+
+
 def test_truncation_padding_and_unknown_words():
     wordpiece = WordPiece(["[PAD]", "[UNK]", "un", "##aff", "##able", "a", ",", "##b"])
     assert wordpiece.tokenize("Unaffable, a") == [2, 3, 4, 6, 5]
@@ -70,3 +89,22 @@ def test_normalization_and_splitting():
     assert normalize("Ça … ½") == "ca ... 1⁄2"
     assert split_words("hello,world  (x)") == ["hello", ",", "world", "(", "x", ")"]
     assert split_words("a\u00a0b") == ["a\u00a0b"]  # RE2's \s is ASCII only
+
+
+def test_a_limit_cuts_inside_a_chunk_exactly_where_truncation_would():
+    wordpiece = WordPiece(["[PAD]", "[UNK]", "un", "##aff", "##able", "a", ",", "##b"])
+    text = "a unaffable,\t\ta  unaffable"
+    everything = wordpiece.tokenize(text)
+    assert everything == [5, 2, 3, 4, 6, 5, 2, 3, 4]
+    assert [wordpiece.tokenize(text, limit) for limit in (0, 1, 3, 5, 9, 20)] == [everything[:limit] for limit in (0, 1, 3, 5, 9, 20)]
+    # Chunks that hold only non-ASCII whitespace yield no ids: a limit must count ids, not chunks.
+    spaced = "a \u2003 \u3000 a \u2003 unaffable"
+    assert [wordpiece.tokenize(spaced, limit) for limit in range(6)] == [[], [5], [5, 5], [5, 5, 2], [5, 5, 2, 3], [5, 5, 2, 3, 4]]
+
+
+def test_a_full_chunk_cache_starts_over_without_changing_any_id(bbc_texts, bbc_vocab):
+    texts = EDGE_CASES + bbc_texts[:50]
+    uncached = WordPiece.from_file(bbc_vocab)
+    uncached.chunk_ids.capacity = 1  # every new chunk evicts the others
+    assert uncached.encode(texts, 512).tolist() == WordPiece.from_file(bbc_vocab).encode(texts, 512).tolist()
+    assert len(uncached.chunk_ids) == 1

@@ -14,10 +14,17 @@ exact ids the model was trained on. Each step mirrors tensorflow-text 2.21's
 4. WordPiece: greedy longest match, ``##`` before continuations; a word with no
    full segmentation, or longer than 100 UTF-8 bytes, becomes ``[UNK]``;
 5. the first ``sequence_length`` ids are kept, the rest of the row is 0 (``[PAD]``).
+
+Speed (``classify.py`` tokenizes on the board, per request): C-level string
+methods do the per-character work (``lower``, ``translate``, ``split``), only
+non-ASCII characters go through Python, and the ids of each space-separated
+chunk are computed once and kept in a bounded cache, since news text repeats a
+few thousand chunks; a text is tokenized only as far as ``sequence_length`` needs.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -36,9 +43,14 @@ _DEFAULT_IGNORABLE = (
 )
 MAX_BYTES_PER_WORD = 100
 SUFFIX = "##"
+#: Chunks whose ids are kept (about 200 bytes each); the cache starts over when full.
+CACHE_CHUNKS = 1 << 15
 
 
-_IGNORABLE = {code: None for low, high in _DEFAULT_IGNORABLE for code in range(low, high + 1)}
+_IGNORABLE = re.compile("[" + "".join(f"\\U{low:08x}-\\U{high:08x}" for low, high in _DEFAULT_IGNORABLE) + "]")
+_ASCII_CONTROLS = {code: " " for code in (*range(0x20), 0x7F)}
+# What is not printable ASCII: ASCII controls and non-ASCII characters, folded one by one.
+_TO_FOLD = re.compile(r"[^ -~]+")
 # Whitespace-separated runs and single ASCII punctuation characters; non-ASCII runs are split further below.
 _ASCII_SPLIT = re.compile(r"[!-/:-@\[-`{-~]|[^ \t\n\f\r!-/:-@\[-`{-~]+")
 
@@ -51,17 +63,25 @@ def _is_own_token(char: str) -> bool:
 
 def nfkc_casefold(text: str) -> str:
     """ICU's NFKC_Casefold, which tensorflow-text's ``case_fold_utf8`` applies."""
-    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKD", text.translate(_IGNORABLE)).casefold())
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKD", _IGNORABLE.sub("", text)).casefold())
+
+
+@functools.lru_cache(maxsize=4096)
+def _folded(char: str, lower_case: bool) -> str:
+    """Step 1's mark removal and step 2 for one character."""
+    category = unicodedata.category(char)
+    if lower_case and category == "Mn":
+        return ""
+    return " " if category in ("Cc", "Cf") else char
 
 
 def normalize(text: str, lower_case: bool = True) -> str:
-    if text.isascii():
-        # The fast path: for ASCII, case folding is lower() and nothing decomposes.
-        text = text.lower() if lower_case else text
-        return "".join(" " if c < " " or c == "\x7f" else c for c in text) if not text.isprintable() else text
     if lower_case:
-        text = "".join(c for c in unicodedata.normalize("NFD", nfkc_casefold(text)) if unicodedata.category(c) != "Mn")
-    return "".join(" " if unicodedata.category(c) in ("Cc", "Cf") else c for c in text)
+        # For ASCII, case folding is lower() and nothing decomposes.
+        text = text.lower() if text.isascii() else unicodedata.normalize("NFD", nfkc_casefold(text))
+    if text.isascii():
+        return text.translate(_ASCII_CONTROLS)
+    return _TO_FOLD.sub(lambda run: "".join([_folded(char, lower_case) for char in run.group()]), text)
 
 
 def split_words(text: str) -> list[str]:
@@ -84,6 +104,22 @@ def split_words(text: str) -> list[str]:
     return words
 
 
+class _ChunkIds(dict):
+    """Ids of each chunk of normalized text between spaces, computed on first sight; cleared when full."""
+
+    def __init__(self, word_ids, capacity: int):
+        super().__init__()
+        self.word_ids = word_ids
+        self.capacity = capacity
+
+    def __missing__(self, chunk: str) -> tuple[int, ...]:
+        ids = tuple(i for word in split_words(chunk) for i in self.word_ids(word))
+        if len(self) >= self.capacity:
+            self.clear()
+        self[chunk] = ids
+        return ids
+
+
 class WordPiece:
     """Token ids for raw text, from a ``vocab.txt`` (line number = id)."""
 
@@ -92,6 +128,7 @@ class WordPiece:
         self.lower_case = lower_case
         self.unknown_id = self.ids[unknown_token]
         self.longest = max(len(token) for token in vocab)
+        self.chunk_ids = _ChunkIds(self.word_ids, CACHE_CHUNKS)
 
     @classmethod
     def from_file(cls, path: str, lower_case: bool = True) -> "WordPiece":
@@ -114,13 +151,21 @@ class WordPiece:
                 return [self.unknown_id]
         return pieces
 
-    def tokenize(self, text: str) -> list[int]:
-        return [i for word in split_words(normalize(text, self.lower_case)) for i in self.word_ids(word)]
+    def tokenize(self, text: str, limit: int | None = None) -> list[int]:
+        """The wordpiece ids of ``text``, or its first ``limit``."""
+        # Words never span a space, so each chunk between spaces tokenizes on its own.
+        ids: list[int] = []
+        for chunk in normalize(text, self.lower_case).split(" "):
+            if chunk:
+                ids += self.chunk_ids[chunk]
+                if limit is not None and len(ids) >= limit:
+                    break
+        return ids[:limit]
 
     def encode(self, texts: list[str], sequence_length: int) -> np.ndarray:
         """``[len(texts), sequence_length]`` int32 ids: the first wordpieces, zero-padded."""
         ids = np.zeros((len(texts), sequence_length), dtype=np.int32)
         for row, text in enumerate(texts):
-            tokens = self.tokenize(text)[:sequence_length]
+            tokens = self.tokenize(text, sequence_length)
             ids[row, : len(tokens)] = tokens
         return ids
