@@ -5,10 +5,11 @@
 Runs ``scons build_dir=<work-dir>/first`` and ``.../second`` with the given
 variables (each from an empty build directory), then compares the two trees file
 by file. Artifacts, weights, data splits, bundles and manifests must be
-byte-identical. Files that record what this machine measured (latencies, stage
-times, peak memory) cannot be: their JSON is compared with those figures left
-out, and ``report.md`` and ``latency.png``, rendered from them, are listed as
-measured. Anything else that differs fails the check, with the JSON keys or
+byte-identical. JSON records that name files by path are compared with their
+build directory written as ``$build_dir``. Files that record what this machine
+measured (latencies, stage times, peak memory) cannot be identical: their JSON
+is compared with those figures left out, and ``report.md`` and ``latency.png``,
+rendered from them, are listed as measured. Anything else that differs fails the check, with the JSON keys or
 the file named.
 """
 
@@ -28,6 +29,9 @@ from edge_build.errors import StageError
 
 #: JSON keys holding a measurement of this run (time, rate, memory), not a result of the inputs.
 MEASURED_KEY = re.compile(r"(_us|_ms|_mb|seconds|_per_second)$")
+#: identical: the same bytes; located: JSON that differs only where it names its build directory;
+#: measured: differs only in measured figures; the other two fail the check.
+STATUSES = ("identical", "located", "measured", "differs", "only in one build")
 #: Rendered from measurements only.
 MEASURED_FILES = ("report.md", "latency.png")
 #: Not outputs of the inputs: SCons's own database, provisioned device environments (downloaded)
@@ -45,9 +49,12 @@ def json_differences(first, second, path: str = "") -> list[str]:
     return [] if first == second else [path]
 
 
+def last_key(key_path: str) -> str:
+    return [part for part in re.split(r"[.\[\]*]+", key_path) if part][-1]
+
+
 def is_measured(key_path: str) -> bool:
-    last = [part for part in re.split(r"[.\[\]*]+", key_path) if part][-1]
-    return bool(MEASURED_KEY.search(last))
+    return bool(MEASURED_KEY.search(last_key(key_path)))
 
 
 def first_difference(first: bytes, second: bytes) -> str:
@@ -56,20 +63,35 @@ def first_difference(first: bytes, second: bytes) -> str:
     return f"from byte {next(i for i, (a, b) in enumerate(zip(first, second)) if a != b)}"
 
 
-def compare_file(first: Path, second: Path) -> dict:
+def relocated(value, root: Path):
+    """``value`` with the build directory in its strings written as ``$build_dir``."""
+    if isinstance(value, dict):
+        return {key: relocated(item, root) for key, item in value.items()}
+    if isinstance(value, list):
+        return [relocated(item, root) for item in value]
+    if isinstance(value, str):
+        return value.replace(str(root.resolve()), "$build_dir").replace(str(root), "$build_dir")
+    return value
+
+
+def compare_file(first: Path, second: Path, roots: tuple[Path, Path]) -> dict:
     if first.read_bytes() == second.read_bytes():
         return {"status": "identical"}
     if first.name in MEASURED_FILES:
         return {"status": "measured", "where": "rendered from this run's timings"}
     if first.suffix == ".json":
         try:
-            differences = json_differences(json.loads(first.read_text("utf-8")), json.loads(second.read_text("utf-8")))
+            records = [json.loads(path.read_text("utf-8")) for path in (first, second)]
         except (UnicodeDecodeError, json.JSONDecodeError):
-            differences = ["(not JSON)"]
+            return {"status": "differs", "where": "not JSON"}
+        located = [relocated(record, root) for record, root in zip(records, roots)]
+        differences = json_differences(*located)
         unexplained = [d for d in differences if not is_measured(d)]
-        if not unexplained:
-            return {"status": "measured", "where": ", ".join(differences)}
-        return {"status": "differs", "where": ", ".join(unexplained)}
+        if unexplained:
+            return {"status": "differs", "where": ", ".join(unexplained)}
+        if differences:
+            return {"status": "measured", "where": ", ".join(sorted({last_key(d) for d in differences}))}
+        return {"status": "located", "where": "paths that name the build directory"}
     return {"status": "differs", "where": first_difference(first.read_bytes(), second.read_bytes())}
 
 
@@ -80,7 +102,7 @@ def compare_trees(first: Path, second: Path) -> dict[str, dict]:
     names_first, names_second = outputs(first), outputs(second)
     results = {name: {"status": "only in one build"} for name in sorted(names_first ^ names_second)}
     for name in sorted(names_first & names_second):
-        results[name] = compare_file(first / name, second / name)
+        results[name] = compare_file(first / name, second / name, (first, second))
     return dict(sorted(results.items()))
 
 
@@ -103,7 +125,7 @@ def verify(work_dir: Path, variables: list[str], out: Path, jobs: int = 1) -> di
     build(first, variables, jobs)
     build(second, variables, jobs)
     files = compare_trees(first, second)
-    counts = {status: sum(r["status"] == status for r in files.values()) for status in ("identical", "measured", "differs", "only in one build")}
+    counts = {status: sum(r["status"] == status for r in files.values()) for status in STATUSES}
     report = {"variables": variables, "jobs": jobs, "builds": [str(first), str(second)], "counts": counts, "files": files}
     with atomic_output(out) as temporary:
         temporary.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
@@ -125,7 +147,8 @@ def drive(args: argparse.Namespace) -> None:
         if result["status"] != "identical":
             print(f"  {result['status']:<17} {name}" + (f": {result['where']}" if "where" in result else ""))
     counts = report["counts"]
-    print(f"reproducible: {counts['identical']} files identical, {counts['measured']} differ only in measured timings, "
+    print(f"reproducible: {counts['identical']} files identical, {counts['located']} identical but for paths naming the build directory, "
+          f"{counts['measured']} differ only in measured timings, "
           f"{counts['differs'] + counts['only in one build']} differ otherwise -> {args.out}")
     if counts["differs"] or counts["only in one build"]:
         raise StageError("two builds of the same inputs differ (see above)")
