@@ -25,7 +25,9 @@ def test_int8_keeps_int32_ids_in_and_quantizes_weights_and_activations(tiny_arti
     assert run["outputs"][0]["dtype"] == "float32"  # the profile keeps float logits
     assert report["tensor_types"]["INT8"] > 0
     ops = {op["op"]: op for op in report["operators"]}
-    assert ops["FULLY_CONNECTED"]["kind"] == "builtin" and "QUANTIZE" in ops
+    assert ops["FULLY_CONNECTED"]["kind"] == "builtin" and ops["GATHER"]["kind"] == "builtin"
+    # int32 ids index int8 embeddings: the only float tensor left is the logits, dequantized at the end.
+    assert "DEQUANTIZE" in ops and len(report["float_activations"]) == 1
     assert report["flex_ops"] == [] and report["custom_ops"] == []
     assert report["converter"]["supported_ops"] == ["TFLITE_BUILTINS_INT8"]
     assert report["converter"]["per_channel_dense"] is False  # tflite-runtime cannot run per-channel dense layers
