@@ -12,8 +12,9 @@ checkout is never touched.
 Scales: BBC News repeated N times (each article N times, as a folder dataset)
 shows how each stage grows with the corpus; only the clean build is timed there,
 once per scale, and the slope per stage is seconds per 1,000 examples.
-``--quick`` builds a 60-article slice of BBC News with a small model, once: it
-checks the script works, its figures mean little.
+``--quick`` builds a 200-article slice of BBC News with a small model, once, and
+does not hold that model to the profile's INT8 tolerances: it checks the script
+works, its figures mean little.
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ from common import REPO, argument_parser, markdown_table, spread, write_results
 
 STAGE_COMMAND = re.compile(r"-m edge_build\.(\w+)(?: .*?--precision (\w+))?")
 STAGE_TIME = re.compile(r"^Command execution time: (.+?): ([\d.]+) seconds")
-QUICK_HPARAMS = {"vocab_size = 8000": "vocab_size = 1000", "sequence_length = 512": "sequence_length = 128", "epochs = 15": "epochs = 2"}
-QUICK_PER_CLASS = 12
+QUICK_HPARAMS = {"vocab_size = 8000": "vocab_size = 2000", "sequence_length = 512": "sequence_length = 128", "epochs = 15": "epochs = 3"}
+# A model this small agrees with its INT8 version less often than the profile demands; --quick times, it does not gate.
+QUICK_TOLERANCES = {"int8_min_top1_agreement = 0.99": "int8_min_top1_agreement = 0.5", "int8_max_accuracy_drop = 0.01": "int8_max_accuracy_drop = 0.5"}
+QUICK_PER_CLASS = 40
 
 
 def write_corpus(root: Path, repeat: int, per_class: int | None) -> Path:
@@ -77,18 +80,23 @@ def edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1), encoding="utf-8")
 
 
-def scenarios(work: Path, dataset: str, target: str, repeats: int, hparams_edits: dict) -> dict:
+def scenarios(work: Path, dataset: str, target: str, repeats: int, quick: bool) -> dict:
     """Clean, no-op, calibration edit and hyperparameter change, ``repeats`` times each, in turn."""
-    calibration, hparams = work / "calibration", work / "hparams.toml"
+    calibration, hparams, targets = work / "calibration", work / "hparams.toml", work / "targets"
     shutil.copytree(REPO / "calibration", calibration)
     shutil.copyfile(REPO / "model_src" / "hparams.toml", hparams)
-    for old, new in hparams_edits.items():
-        edit(hparams, old, new)
+    shutil.copytree(REPO / "targets", targets)
+    if quick:
+        for old, new in QUICK_HPARAMS.items():
+            edit(hparams, old, new)
+        for old, new in QUICK_TOLERANCES.items():
+            edit(targets / f"{target}.toml", old, new)
     runs = {name: [] for name in ("clean", "no-op", "calibration edit", "hyperparameter change")}
     for repeat in range(repeats):
         build_dir = work / "build"
         shutil.rmtree(build_dir, ignore_errors=True)
-        arguments = [f"target={target}", f"dataset={dataset}", f"build_dir={build_dir}", f"calibration={calibration}", f"hparams={hparams}"]
+        arguments = [f"target={target}", f"dataset={dataset}", f"build_dir={build_dir}", f"calibration={calibration}", f"hparams={hparams}",
+                     f"targets_dir={targets}"]
         runs["clean"].append(run_scons(arguments))
         runs["no-op"].append(run_scons(arguments))
         edit(calibration / "calibration.toml", f"seed = {repeat}", f"seed = {repeat + 1}")
@@ -118,10 +126,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="edge-build-bench-") as scratch:
         work = Path(scratch)
         if args.quick:
-            dataset, repeats, hparams_edits, scales = str(write_corpus(work / "corpus", 1, QUICK_PER_CLASS)), 1, QUICK_HPARAMS, []
+            dataset, repeats, scales = str(write_corpus(work / "corpus", 1, QUICK_PER_CLASS)), 1, []
         else:
-            dataset, repeats, hparams_edits = "embedded:bbcnews", args.repeats, {}
-        results = {name: summarize(runs) for name, runs in scenarios(work / "scenarios", dataset, args.target, repeats, hparams_edits).items()}
+            dataset, repeats = "embedded:bbcnews", args.repeats
+        results = {name: summarize(runs) for name, runs in scenarios(work / "scenarios", dataset, args.target, repeats, args.quick).items()}
         clean = results["clean"]["wall_s"]["median"]
         ratio = results["calibration edit"]["wall_s"]["median"] / clean
         scaling = {}
