@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import os
 import shutil
 from pathlib import Path
@@ -60,3 +61,9 @@ def atomic_output(path: os.PathLike | str) -> Iterator[Path]:
     """``atomic_outputs`` for a single path."""
     with atomic_outputs(path) as (temporary,):
         yield temporary
+
+
+def write_json(path: os.PathLike | str, record) -> None:
+    """``record`` as indented JSON at ``path``, complete or absent."""
+    with atomic_output(path) as temporary:
+        temporary.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")

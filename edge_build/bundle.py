@@ -31,7 +31,7 @@ from edge_build.config import ARTIFACTS, TargetProfile, load_profile
 from edge_build.device import bundle as device_bundle
 from edge_build.device.wordpiece import WordPiece
 from edge_build.errors import StageError
-from edge_build.manifest import OUTPUT_FILE as MANIFEST_FILE
+from edge_build.manifest import OUTPUT_FILE as MANIFEST_FILE, read_json
 from edge_build.provenance import sha256_file
 from edge_build.records import read_split
 
@@ -107,7 +107,7 @@ def default_model(profile: TargetProfile) -> str:
 
 def manifest(profile: TargetProfile, folder: Path, reference: Path, target_dir: Path) -> dict:
     """The target's ``manifest.json`` record, plus what the board scripts need and every bundled file."""
-    record = json.loads((target_dir / MANIFEST_FILE).read_text(encoding="utf-8"))
+    record = read_json(target_dir / MANIFEST_FILE)
     meta = json.loads((reference / "assets.extra" / "metadata.json").read_text(encoding="utf-8"))
     return {
         **record,

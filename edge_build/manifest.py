@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from edge_build import cli
-from edge_build.atomic import atomic_output
+from edge_build.atomic import write_json
 from edge_build.config import ARTIFACTS, TargetProfile, load_profile
 from edge_build.errors import StageError
 from edge_build.provenance import build_timestamp, git_revision, package_versions, sha256_file
@@ -108,8 +108,7 @@ def build_manifest(profile: TargetProfile, target_dir: Path, data_dir: Path, mod
     if calibration_summary is not None:
         calibration = read_json(calibration_summary)
         record["calibration"] = {key: calibration[key] for key in ("ids_sha256", "samples", "drawn", "field_samples", "sequence_length")}
-    with atomic_output(target_dir / OUTPUT_FILE) as temporary:
-        temporary.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    write_json(target_dir / OUTPUT_FILE, record)
     return record
 
 

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from edge_build import cli
-from edge_build.atomic import atomic_output
+from edge_build.atomic import write_json
 from edge_build.errors import StageError
 
 #: JSON keys holding a measurement of this run (time, rate, memory), not a result of the inputs.
@@ -32,6 +32,7 @@ MEASURED_KEY = re.compile(r"(_us|_ms|_mb|seconds|_per_second)$")
 #: identical: the same bytes; located: JSON that differs only where it names its build directory;
 #: measured: differs only in measured figures; the other two fail the check.
 STATUSES = ("identical", "located", "measured", "differs", "only in one build")
+REPRODUCED = STATUSES[:3]
 #: Rendered from measurements only.
 MEASURED_FILES = ("report.md", "latency.png")
 #: Not outputs of the inputs: SCons's own database, provisioned device environments (downloaded)
@@ -75,13 +76,14 @@ def relocated(value, root: Path):
 
 
 def compare_file(first: Path, second: Path, roots: tuple[Path, Path]) -> dict:
-    if first.read_bytes() == second.read_bytes():
+    first_bytes, second_bytes = first.read_bytes(), second.read_bytes()
+    if first_bytes == second_bytes:
         return {"status": "identical"}
     if first.name in MEASURED_FILES:
         return {"status": "measured", "where": "rendered from this run's timings"}
     if first.suffix == ".json":
         try:
-            records = [json.loads(path.read_text("utf-8")) for path in (first, second)]
+            records = [json.loads(content.decode("utf-8")) for content in (first_bytes, second_bytes)]
         except (UnicodeDecodeError, json.JSONDecodeError):
             return {"status": "differs", "where": "not JSON"}
         located = [relocated(record, root) for record, root in zip(records, roots)]
@@ -92,7 +94,7 @@ def compare_file(first: Path, second: Path, roots: tuple[Path, Path]) -> dict:
         if differences:
             return {"status": "measured", "where": ", ".join(sorted({last_key(d) for d in differences}))}
         return {"status": "located", "where": "paths that name the build directory"}
-    return {"status": "differs", "where": first_difference(first.read_bytes(), second.read_bytes())}
+    return {"status": "differs", "where": first_difference(first_bytes, second_bytes)}
 
 
 def compare_trees(first: Path, second: Path) -> dict[str, dict]:
@@ -104,6 +106,11 @@ def compare_trees(first: Path, second: Path) -> dict[str, dict]:
     for name in sorted(names_first & names_second):
         results[name] = compare_file(first / name, second / name, (first, second))
     return dict(sorted(results.items()))
+
+
+def not_reproduced(files: dict[str, dict]) -> list[str]:
+    """The files of a comparison that differ in more than paths and measured figures."""
+    return [name for name, result in files.items() if result["status"] not in REPRODUCED]
 
 
 def build(build_dir: Path, variables: list[str], jobs: int) -> None:
@@ -127,8 +134,7 @@ def verify(work_dir: Path, variables: list[str], out: Path, jobs: int = 1) -> di
     files = compare_trees(first, second)
     counts = {status: sum(r["status"] == status for r in files.values()) for status in STATUSES}
     report = {"variables": variables, "jobs": jobs, "builds": [str(first), str(second)], "counts": counts, "files": files}
-    with atomic_output(out) as temporary:
-        temporary.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    write_json(out, report)
     return report
 
 
@@ -150,7 +156,7 @@ def drive(args: argparse.Namespace) -> None:
     print(f"reproducible: {counts['identical']} files identical, {counts['located']} identical but for paths naming the build directory, "
           f"{counts['measured']} differ only in measured timings, "
           f"{counts['differs'] + counts['only in one build']} differ otherwise -> {args.out}")
-    if counts["differs"] or counts["only in one build"]:
+    if not_reproduced(report["files"]):
         raise StageError("two builds of the same inputs differ (see above)")
 
 
