@@ -122,6 +122,18 @@ def write_profile(directory: Path, name: str, text: str) -> Path:
     return path
 
 
+def reported_copy(tiny_artifacts: dict, destination: Path) -> dict:
+    """A copy of the tiny target after the report and manifest stages, as the bundle stage finds it."""
+    from edge_build import manifest, report
+    from edge_build.config import load_profile
+
+    shutil.copytree(tiny_artifacts["target"], destination)
+    profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
+    report.build_report(profile, tiny_artifacts["saved_model"], destination, tiny_artifacts["data"], tiny_artifacts["train_log"], None)
+    args = (profile, destination, tiny_artifacts["data"], tiny_artifacts["model"], tiny_artifacts["vocab"], tiny_artifacts["calibration"] / "summary.json")
+    return {"target": destination, "profile": profile, "manifest_args": args, "record": manifest.build_manifest(*args)}
+
+
 @pytest.fixture(scope="session")
 def tiny_artifacts(tiny_build) -> dict[str, Path]:
     """The tiny model compiled for ``TINY_PROFILE``: calibration set, both TF Lite models, XLA SavedModel."""

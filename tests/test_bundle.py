@@ -10,18 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from edge_build import bundle, manifest, report
-from edge_build.config import load_profile
+from edge_build import bundle
 from edge_build.device.bundle import BundleError, safe_extract, verify
+
+from conftest import reported_copy
 
 
 @pytest.fixture(scope="module")
 def tiny_bundle(tiny_artifacts, tmp_path_factory) -> dict:
-    target = tmp_path_factory.mktemp("bundle") / "tiny"
-    shutil.copytree(tiny_artifacts["target"], target)
-    profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
-    report.build_report(profile, tiny_artifacts["saved_model"], target, tiny_artifacts["data"], tiny_artifacts["train_log"], None)
-    manifest.build_manifest(profile, target, tiny_artifacts["data"], tiny_artifacts["model"], tiny_artifacts["vocab"], tiny_artifacts["calibration"] / "summary.json")
+    reported = reported_copy(tiny_artifacts, tmp_path_factory.mktemp("bundle") / "tiny")
+    target, profile = reported["target"], reported["profile"]
     record = bundle.build_bundle(profile, tiny_artifacts["saved_model"], target, tiny_artifacts["data"])
     return {"target": target, "folder": target / "bundle", "archive": target / "bundle-tiny.tar.gz", "record": record, "profile": profile}
 

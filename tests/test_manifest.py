@@ -7,21 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from edge_build import manifest, report
-from edge_build.config import load_profile
+from edge_build import manifest
 from edge_build.errors import StageError
 from edge_build.provenance import sha256_file
+
+from conftest import reported_copy
 
 
 @pytest.fixture(scope="module")
 def tiny_manifest(tiny_artifacts, tmp_path_factory) -> dict:
-    target = tmp_path_factory.mktemp("manifest") / "tiny"
-    shutil.copytree(tiny_artifacts["target"], target)
-    profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
-    report.build_report(profile, tiny_artifacts["saved_model"], target, tiny_artifacts["data"], tiny_artifacts["train_log"], None)
-    args = (profile, target, tiny_artifacts["data"], tiny_artifacts["model"], tiny_artifacts["vocab"], tiny_artifacts["calibration"] / "summary.json")
-    record = manifest.build_manifest(*args)
-    return {"target": target, "record": record, "args": args, "paths": tiny_artifacts}
+    reported = reported_copy(tiny_artifacts, tmp_path_factory.mktemp("manifest") / "tiny")
+    return {"target": reported["target"], "record": reported["record"], "args": reported["manifest_args"], "paths": tiny_artifacts}
 
 
 def test_every_artifact_is_recorded_with_its_checksum_and_size(tiny_manifest):
