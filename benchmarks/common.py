@@ -25,11 +25,22 @@ from edge_build.provenance import build_timestamp, git_revision, package_version
 PACKAGES = ("tensorflow", "tensorflow-text", "numpy", "tflite-runtime", "ai-edge-litert", "scons")
 
 
-def argument_parser(description: str) -> argparse.ArgumentParser:
+def argument_parser(description: str, build_dir: str | None = None) -> argparse.ArgumentParser:
+    """The options every benchmark takes, and ``--build-dir`` (``build_dir`` says what it must hold) for those that read a build."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="few iterations: checks the script runs, figures mean little")
     parser.add_argument("--out-dir", type=Path, default=HERE / "results", help="where <name>.json and <name>.md go")
+    if build_dir is not None:
+        parser.add_argument("--build-dir", type=Path, default=REPO / "build", help=build_dir)
     return parser
+
+
+def missing_outputs(paths: list[Path], how: str) -> bool:
+    """Name, in one line, the build outputs a benchmark needs that are not there, and ``how`` to make them."""
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        print(f"error: {', '.join(missing)}: not found ({how})", file=sys.stderr)
+    return bool(missing)
 
 
 def cpu_model() -> str:

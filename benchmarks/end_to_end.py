@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import REPO, argument_parser, markdown_table, write_results
+from common import REPO, argument_parser, markdown_table, missing_outputs, write_results
 
 from edge_build.isolated import run_isolated
 
@@ -122,14 +122,10 @@ def report(lengths: dict, summaries: dict, saved_model: dict, median_article: in
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argument_parser(__doc__.splitlines()[0])
-    parser.add_argument("--build-dir", type=Path, default=REPO / "build", help="a finished host build (its bundle, the reference SavedModel, the test split)")
-    args = parser.parse_args(argv)
+    args = argument_parser(__doc__.splitlines()[0], build_dir="a finished host build (its bundle, the reference SavedModel, the test split)").parse_args(argv)
     build = args.build_dir.resolve()
     bundle, saved_model, split = build / "host" / "bundle", build / "reference" / "saved_model_cpu" / "1", build / "data" / "test.tfrecord"
-    missing = [str(p) for p in (bundle / "manifest.json", saved_model / "saved_model.pb", split) if not p.is_file()]
-    if missing:
-        print(f"error: {', '.join(missing)}: not found (build the host target first: scons)", file=sys.stderr)
+    if missing_outputs([bundle / "manifest.json", saved_model / "saved_model.pb", split], "build the host target first: scons"):
         return 2
     warm_passes = QUICK_WARM_PASSES if args.quick else FULL_WARM_PASSES
     import tensorflow as tf

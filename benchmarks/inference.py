@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import REPO, argument_parser, markdown_table, ratio, run_device_bench, write_results
+from common import REPO, argument_parser, markdown_table, missing_outputs, ratio, run_device_bench, write_results
 
 from edge_build.isolated import run_isolated
 
@@ -163,14 +163,10 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argument_parser(__doc__.splitlines()[0])
-    parser.add_argument("--build-dir", type=Path, default=REPO / "build", help="a finished build with the host and gpu targets")
-    args = parser.parse_args(argv)
+    args = argument_parser(__doc__.splitlines()[0], build_dir="a finished build with the host and gpu targets").parse_args(argv)
     build = args.build_dir.resolve()
-    needed = [build / p for p in (*SAVED_MODELS.values(), *TFLITE_MODELS.values(), "host/golden.npz", "data/test.tfrecord")]
-    missing = [str(p) for p in needed if not p.exists()]
-    if missing:
-        print(f"error: {', '.join(missing)}: not found (build the host and gpu targets first: scons target=all)", file=sys.stderr)
+    needed = [build / p for p in (*(f"{m}/saved_model.pb" for m in SAVED_MODELS.values()), *TFLITE_MODELS.values(), "host/golden.npz", "data/test.tfrecord")]
+    if missing_outputs(needed, "build the host and gpu targets first: scons target=all"):
         return 2
     runs = QUICK_RUNS if args.quick else FULL_RUNS
     sequence_length = json.loads((build / SAVED_MODELS["saved_model_cpu"] / "assets.extra" / "metadata.json").read_text(encoding="utf-8"))["sequence_length"]

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import REPO, argument_parser, markdown_table, spread, write_results
+from common import REPO, argument_parser, markdown_table, missing_outputs, spread, write_results
 
 from edge_build import train  # importable: common puts the repository on sys.path
 from edge_build.config import load_hyperparameters
@@ -95,14 +95,10 @@ def table(pipelines: dict, training: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argument_parser(__doc__.splitlines()[0])
-    parser.add_argument("--build-dir", type=Path, default=REPO / "build", help="a build with the data and vocab stages done")
-    args = parser.parse_args(argv)
+    args = argument_parser(__doc__.splitlines()[0], build_dir="a build with the data and vocab stages done").parse_args(argv)
     build = args.build_dir.resolve()
     inputs = train.TrainInputs.from_data_dir(build / "data", build / "vocab" / "vocab.txt", HPARAMS, MODEL_SOURCE)
-    missing = [str(p) for p in (inputs.train_records, inputs.val_records, inputs.labels, inputs.vocab) if not p.exists()]
-    if missing:
-        print(f"error: {', '.join(missing)}: not found (build the data and vocabulary first: scons vocab)", file=sys.stderr)
+    if missing_outputs([inputs.train_records, inputs.val_records, inputs.labels, inputs.vocab], "build the data and vocabulary first: scons vocab"):
         return 2
     hparams = load_hyperparameters(HPARAMS)
     pipeline_runs, training_runs = QUICK_RUNS if args.quick else FULL_RUNS

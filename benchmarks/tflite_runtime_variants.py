@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import REPO, argument_parser, markdown_table, ratio, run_device_bench, write_results
+from common import REPO, argument_parser, markdown_table, missing_outputs, ratio, run_device_bench, write_results
 
 from edge_build import parity
 from edge_build.config import load_hyperparameters, load_profile
@@ -159,14 +159,10 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argument_parser(__doc__.splitlines()[0])
-    parser.add_argument("--build-dir", type=Path, default=REPO / "build", help="a finished host build (weights, calibration set, golden set)")
-    args = parser.parse_args(argv)
+    args = argument_parser(__doc__.splitlines()[0], build_dir="a finished host build (weights, calibration set, golden set)").parse_args(argv)
     build = args.build_dir.resolve()
     needed = [build / p for p in ("model/model.weights.h5", "vocab/vocab.txt", "data/labels.txt", "calibration/representative.npy", "host/golden.npz")]
-    missing = [str(p) for p in needed if not p.is_file()]
-    if missing:
-        print(f"error: {', '.join(missing)}: not found (build the host target first: scons)", file=sys.stderr)
+    if missing_outputs(needed, "build the host target first: scons"):
         return 2
     profile = load_profile(REPO / "targets", "host")
     runs = QUICK_RUNS if args.quick else FULL_RUNS
