@@ -63,6 +63,8 @@ RUNTIMES: Mapping[str, RuntimeFacts] = types.MappingProxyType(
 Architecture = Literal["x86_64", "aarch64"]
 RuntimeName = Literal["tflite-runtime", "ai-edge-litert"]
 Strategy = Literal["default", "mirrored", "multi_worker_mirrored"]
+LabelConflictRule = Literal["drop", "train"]
+NearDuplicateRule = Literal["report", "group"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,8 +249,11 @@ class TrainingOptions:
       batch_size: examples per gradient step.
       learning_rate: Adam's step size.
       clip_norm: gradients are clipped to this global norm.
+      patience: stop after this many epochs without a better validation epoch (0: run every epoch);
+        the best epoch's weights are kept either way.
       seed: seeds Python, NumPy and TensorFlow; training is deterministic for a given seed.
-      shuffle_buffer: examples held by the shuffle buffer.
+      shuffle_buffer: examples held by the shuffle buffer. The data stage writes each split in a
+        seeded, class-mixed order, so even a buffer much smaller than the split mixes the classes.
       strategy: the ``tf.distribute`` strategy: ``default`` (one device), ``mirrored`` (every GPU of
         the machine), ``multi_worker_mirrored`` (the machines of ``TF_CONFIG``); ``batch_size`` is the
         global batch, split across the replicas.
@@ -258,12 +263,30 @@ class TrainingOptions:
     batch_size: int = 32
     learning_rate: float = 0.005
     clip_norm: float = 1.0
+    patience: int = 3
     seed: int = 42
     shuffle_buffer: int = 4096
     strategy: Strategy = "default"
 
     def __post_init__(self) -> None:
         _require_positive(self, "epochs", "batch_size", "learning_rate", "clip_norm", "shuffle_buffer")
+        if self.patience < 0:
+            raise ValueError(f"key 'patience': must be 0 (never stop early) or more, not {self.patience}")
+
+
+@dataclasses.dataclass(frozen=True)
+class DataRules:
+    """How the data stage treats repeated texts; only these reach its command line.
+
+    Attributes:
+      label_conflicts: texts that occur with different labels: ``drop`` them from every split,
+        or keep them in ``train`` only.
+      near_duplicates: near-duplicate texts in different splits: ``report`` them, or ``group``
+        them into one split.
+    """
+
+    label_conflicts: LabelConflictRule = "drop"
+    near_duplicates: NearDuplicateRule = "report"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -271,12 +294,14 @@ class Hyperparameters:
     """``model_src/hparams.toml``.
 
     Attributes:
+      data: see ``DataRules``.
       tokenizer: see ``TokenizerOptions``.
       model: keyword arguments of ``build_model`` in the model source; checked against
         its signature when the model is built.
       training: see ``TrainingOptions``.
     """
 
+    data: DataRules = dataclasses.field(default_factory=DataRules)
     tokenizer: TokenizerOptions = dataclasses.field(default_factory=TokenizerOptions)
     model: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     training: TrainingOptions = dataclasses.field(default_factory=TrainingOptions)
@@ -289,6 +314,7 @@ class Hyperparameters:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "data": dataclasses.asdict(self.data),
             "tokenizer": dataclasses.asdict(self.tokenizer),
             "model": dict(self.model),
             "training": dataclasses.asdict(self.training),

@@ -3,7 +3,8 @@
 Reads ``train.tfrecord``, ``val.tfrecord``, ``labels.txt``, ``vocab.txt``, the
 hyperparameters TOML and the model source; writes ``model.weights.h5`` (the best
 validation epoch's weights) and ``train_log.json`` (loss, accuracy and examples/s
-per epoch). Runs under the ``tf.distribute`` strategy of ``[training] strategy``.
+per epoch). Stops once ``[training] patience`` epochs in a row bring no better
+validation epoch. Runs under the ``tf.distribute`` strategy of ``[training] strategy``.
 """
 
 from __future__ import annotations
@@ -224,9 +225,13 @@ def train(
         }
         epochs.append(record)
         print(f"  val_loss {val_loss:.4f}  val_accuracy {val_accuracy:.4f}  {record['examples_per_second']:.0f} examples/s", flush=True)
-        # Compare the logged (rounded) figures, so that the log's best epoch is the one it shows as best.
+        # Compare the logged (rounded) figures, so that the log's best epoch is the one it shows as best,
+        # and the stopping decision depends on nothing that varies between two runs.
         if best is None or (record["val_accuracy"], -record["val_loss"]) > (best["val_accuracy"], -best["val_loss"]):
             best, best_weights = record, model.get_weights()
+        elif training.patience and epoch - best["epoch"] >= training.patience:
+            print(f"  no better validation epoch in {training.patience}: stopping after epoch {epoch}", flush=True)
+            break
 
     model.set_weights(best_weights)
     log = {
@@ -237,6 +242,7 @@ def train(
         "steps": int(step.numpy()),
         "train_step_traces": train_step.experimental_get_tracing_count(),
         "best_epoch": best["epoch"],
+        "stopped_early": len(epochs) < training.epochs,
         "best_val_accuracy": best["val_accuracy"],
         "best_val_loss": best["val_loss"],
         "epochs": epochs,

@@ -112,7 +112,10 @@ def test_an_unknown_target_lists_the_profiles(tmp_path: Path):
         ("[tokenizer]\nvocab_size = 8\n", "key 'tokenizer.vocab_size': must be at least 16"),
         ("[model]\nlayers = [1, 2]\n", "key 'model.layers': must be a number, a boolean or a string"),
         ("training = 3\n", "key 'training' must be a table"),
-        ("[optimizer]\n", "unknown key 'optimizer' (allowed: tokenizer, model, training)"),
+        ("[training]\npatience = -1\n", "key 'training.patience': must be 0 (never stop early) or more, not -1"),
+        ("[data]\nlabel_conflicts = \"keep\"\n", "key 'data.label_conflicts' is 'keep' (allowed: drop, train)"),
+        ("[data]\nnear_duplicates = \"merge\"\n", "key 'data.near_duplicates' is 'merge' (allowed: report, group)"),
+        ("[optimizer]\n", "unknown key 'optimizer' (allowed: data, tokenizer, model, training)"),
     ],
 )
 def test_bad_hyperparameters_fail_with_file_and_key(tmp_path: Path, text: str, message: str):

@@ -120,3 +120,74 @@ def test_a_malformed_tf_config_is_named(monkeypatch):
     monkeypatch.setenv("TF_CONFIG", "workers: a, b")
     with pytest.raises(ConfigError, match=r"^TF_CONFIG: .* \(expected JSON like \{\"cluster\""):
         train.make_strategy("multi_worker_mirrored")
+
+
+def write_split(path: Path, texts: list[bytes], labels) -> None:
+    import tensorflow as tf
+
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for text, label in zip(texts, labels):
+            features = {"text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[text])),
+                        "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)]))}
+            writer.write(tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString(deterministic=True))
+
+
+def test_a_class_sorted_corpus_larger_than_the_shuffle_buffer_still_trains(tmp_path: Path):
+    """The data stage writes each split in a class-mixed order, so a 256-example buffer over
+    2,400 training texts of a class-sorted CSV still gives mixed batches; the same split file
+    sorted by class, as the data stage used to write it, collapses to one class per stretch."""
+    import random
+
+    from conftest import CLASS_WORDS, make_text
+    from edge_build import data, vocab
+    from edge_build.records import read_split
+
+    rng = random.Random(0)
+    rows = [f"{make_text(label, rng)} {i},{label}" for label in CLASS_WORDS for i in range(1000)]  # sorted by class, as exported
+    corpus = tmp_path / "sorted.csv"
+    corpus.write_text("text,label\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    data_dir = tmp_path / "data"
+    data.build_data(str(corpus), data_dir, (0.8, 0.1, 0.1), seed=1)
+    hparams_path = tmp_path / "hparams.toml"
+    hparams_path.write_text(TINY_HPARAMS_SMALL_BUFFER, encoding="utf-8")
+    vocab.build_vocab(data_dir / "train.tfrecord", tmp_path / "vocab.txt", 200, lower_case=True)
+    inputs = train.TrainInputs.from_data_dir(data_dir, tmp_path / "vocab.txt", hparams_path, REPO / "model_src" / "model.py")
+    hparams = load_hyperparameters(hparams_path)
+    mixed = train.train(inputs, hparams, tmp_path / "mixed" / "model.weights.h5", tmp_path / "mixed" / "train_log.json")
+
+    texts, labels = read_split(data_dir / "train.tfrecord")
+    order = sorted(range(len(labels)), key=lambda i: (labels[i], i))
+    write_split(data_dir / "train.tfrecord", [texts[i] for i in order], labels[order])
+    by_class = train.train(inputs, hparams, tmp_path / "by_class" / "model.weights.h5", tmp_path / "by_class" / "train_log.json")
+
+    assert mixed["train_examples"] == 2400 and hparams.training.shuffle_buffer == 256
+    assert mixed["best_val_accuracy"] >= 0.95
+    assert by_class["best_val_accuracy"] <= 0.7
+
+
+def test_training_stops_once_validation_stops_improving(tiny_build, tmp_path: Path):
+    hparams_path = tmp_path / "hparams.toml"
+    # A learning rate so small that nothing improves after the first epoch's figures.
+    hparams_path.write_text(tiny_build["hparams"].read_text().replace("epochs = 3", "epochs = 20\npatience = 2").replace("learning_rate = 0.05", "learning_rate = 0.000000001"), encoding="utf-8")
+    log = retrain(tiny_build, tmp_path / "patient", hparams_path)
+    assert log["stopped_early"] and log["best_epoch"] + 2 == len(log["epochs"]) < 20
+
+
+TINY_HPARAMS_SMALL_BUFFER = """
+[tokenizer]
+vocab_size = 200
+lower_case = true
+sequence_length = 24
+
+[model]
+embedding_dim = 8
+dropout = 0.0
+
+[training]
+epochs = 2
+batch_size = 32
+learning_rate = 0.02
+clip_norm = 1.0
+seed = 7
+shuffle_buffer = 256
+"""
