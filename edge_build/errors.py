@@ -4,6 +4,7 @@ EdgeBuildError          base class; ``cli.run`` turns it into ``error: <message>
 ├── ConfigError         a TOML file (target profile, hyperparameters) is malformed or invalid
 ├── DatasetError        the dataset cannot be read, is not text, or cannot be split
 └── StageError          a stage's inputs are inconsistent or its result failed a check
+    └── QualityGateError  the reference model does not clear the baselines on the test split
 
 Messages name the file (and key or value) and what is allowed.  Anything else
 that escapes a stage is a bug in edge-build and keeps its traceback.
@@ -24,3 +25,7 @@ class DatasetError(EdgeBuildError):
 
 class StageError(EdgeBuildError):
     """Raised when a stage's inputs do not fit together or its output fails verification."""
+
+
+class QualityGateError(StageError):
+    """Raised when the reference model falls behind the classical baseline or does not beat the majority class."""

@@ -1,0 +1,152 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from edge_build import baseline, cli, data, quality
+from edge_build.errors import StageError
+
+from conftest import write_tiny_dataset
+
+
+def figures(accuracy: float, macro_f1: float, ci95: tuple[float, float], **extra) -> dict:
+    return {"accuracy": accuracy, "macro_f1": macro_f1, "ci95": list(ci95), **extra}
+
+
+CLASSICAL = {"name": "TF-IDF + logistic regression"}
+BASELINES = {"classical": figures(0.758, 0.75, (0.70, 0.80), **CLASSICAL), "majority": figures(0.424, 0.2, (0.38, 0.47), label="negative")}
+
+
+def test_a_reference_within_the_margin_and_above_the_majority_passes():
+    assert quality.check_quality(figures(0.74, 0.73, (0.69, 0.79)), BASELINES, margin_points=3) == []
+    # Exactly the margin behind is allowed, whatever the float subtraction leaves.
+    assert quality.check_quality(figures(0.75, 0.73, (0.70, 0.80)), {**BASELINES, "classical": figures(0.78, 0.77, (0.73, 0.83), **CLASSICAL)}, 3) == []
+
+
+def test_trailing_the_classical_baseline_by_more_than_the_margin_names_both_figures():
+    breaches = quality.check_quality(figures(0.562, 0.546, (0.51, 0.61)), BASELINES, margin_points=3)
+    assert breaches == [
+        "the reference model's test accuracy 0.5620 (macro F1 0.5460) is 19.6 points below the classical baseline's 0.7580 "
+        "(TF-IDF + logistic regression; allowed margin 3 points)"
+    ]
+    assert quality.check_quality(figures(0.562, 0.546, (0.51, 0.61)), BASELINES, margin_points=20) == []
+
+
+def test_an_interval_reaching_the_majority_share_fails():
+    breaches = quality.check_quality(figures(0.43, 0.40, (0.39, 0.47)), BASELINES, margin_points=50)
+    assert breaches == [
+        "the reference model's test accuracy 0.4300 (95% interval 0.3900-0.4700) is not above the majority class's share 0.4240 ('negative')"
+    ]
+    # Equal is not above.
+    assert len(quality.check_quality(figures(0.5, 0.5, (0.424, 0.6)), BASELINES, margin_points=50)) == 1
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("baseline")
+    data.build_data(str(write_tiny_dataset(root / "dataset")), root / "data", (0.6, 0.2, 0.2), seed=3)
+    return root / "data"
+
+
+def test_the_baseline_stage_scores_both_baselines_and_repeats_its_bytes(tiny_data: Path, tmp_path: Path, capsys):
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    for out in (first, second):
+        assert cli.run(baseline.build_parser, baseline.drive, ["--data-dir", str(tiny_data), "--out", str(out)]) == 0
+    assert first.read_bytes() == second.read_bytes()
+    assert "fitted on 24 texts in" in capsys.readouterr().out
+    record = json.loads(first.read_text())
+    import sklearn
+
+    assert record["model"] == baseline.MODEL_DESCRIPTION and "char_wb" in record["model"] and "C=10" in record["model"]
+    assert record["scikit_learn"] == sklearn.__version__
+    assert record["labels"] == ["astronomy", "cooking", "football"] and record["train_examples"] == 24
+    # 8 train texts per class: the tie goes to the lowest label id.
+    assert record["majority_class"] == {"label": "astronomy", "label_id": 0, "test_share": pytest.approx(2 / 6)}
+    for split in ("val", "test"):
+        for name in ("classical", "majority"):
+            scored = record[split][name]
+            assert set(scored) == {"accuracy", "macro_f1", "correct", "examples", "ci95"} and scored["examples"] == 6
+            assert scored["ci95"][0] <= scored["accuracy"] <= scored["ci95"][1]
+        assert record[split]["majority"]["correct"] == 2
+    # Each class has its own words: the classical model separates them.
+    assert record["test"]["classical"]["accuracy"] == 1.0
+    assert len(record["test_predictions"]) == 6 and set(record["test_predictions"]) == {0, 1, 2}
+
+
+def test_a_train_split_too_small_for_the_fixed_features_fails_in_one_line(tmp_path: Path):
+    # Two classes of three texts that share no word: the train split keeps one text per class, and min_df=2 leaves no word.
+    dataset = tmp_path / "dataset"
+    for label, words in {"a": ["alpha bravo", "charlie delta", "echo foxtrot"], "b": ["golf hotel", "india juliet", "kilo lima"]}.items():
+        (dataset / label).mkdir(parents=True)
+        for i, text in enumerate(words):
+            (dataset / label / f"{i}.txt").write_text(text, encoding="utf-8")
+    data.build_data(str(dataset), tmp_path / "data", (0.6, 0.2, 0.2), seed=3)
+    out = tmp_path / "baseline.json"
+    with pytest.raises(StageError, match=r"train\.tfrecord: 2 train texts are too few for the classical baseline's fixed TF-IDF settings \(scikit-learn: .*no terms remain") as caught:
+        baseline.build_baseline(tmp_path / "data", out)
+    assert "\n" not in str(caught.value) and not out.exists()
+
+
+@pytest.fixture(scope="module")
+def tiny_baseline(tiny_build, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("quality") / "baseline.json"
+    baseline.build_baseline(tiny_build["data"], out)
+    return out
+
+
+def run_quality(tiny_build, baseline_json: Path, margin: str, out: Path) -> int:
+    argv = ["--reference", str(tiny_build["saved_model"]), "--data-dir", str(tiny_build["data"]), "--baseline", str(baseline_json), "--margin", margin, "--out", str(out)]
+    return cli.run(quality.build_parser, quality.drive, argv)
+
+
+def test_the_quality_gate_passes_the_tiny_model_and_records_the_comparison(tiny_build, tiny_baseline: Path, tmp_path: Path, capsys):
+    out = tmp_path / "quality.json"
+    assert run_quality(tiny_build, tiny_baseline, "100", out) == 0
+    assert capsys.readouterr().out.startswith("quality: passed; reference test accuracy ")
+    record = json.loads(out.read_text())
+    stored = json.loads(tiny_baseline.read_text())
+    assert list(record) == ["reference", "classical", "majority", "margin_points", "gap_points", "mcnemar_vs_classical", "passed"]
+    assert record["passed"] is True and record["margin_points"] == 100.0
+    assert record["reference"]["examples"] == 6 and set(record["reference"]) == {"accuracy", "macro_f1", "correct", "examples", "ci95"}
+    assert record["classical"] == {"name": baseline.CLASSICAL_NAME, "model": baseline.MODEL_DESCRIPTION, **stored["test"]["classical"]}
+    assert record["majority"] == {"label": "astronomy", **stored["test"]["majority"]}
+    assert record["gap_points"] == pytest.approx(100 * (record["classical"]["accuracy"] - record["reference"]["accuracy"]))
+    paired = record["mcnemar_vs_classical"]
+    assert set(paired) == {"a", "b", "a_only", "b_only", "discordant", "p_value"} and (paired["a"], paired["b"]) == ("reference", "classical")
+    assert paired["a_only"] - paired["b_only"] == record["reference"]["correct"] - record["classical"]["correct"]
+    again = tmp_path / "again.json"
+    run_quality(tiny_build, tiny_baseline, "100", again)
+    assert again.read_bytes() == out.read_bytes()
+
+
+def test_a_reference_behind_the_baselines_fails_the_build_in_one_line(tiny_build, tiny_baseline: Path, tmp_path: Path, capsys):
+    # Claims no real baseline could make: a perfect classical model, and every test example in the majority class.
+    # The majority breach fires whatever the tiny model scores; the margin breach whenever it is below 1.0.
+    record = json.loads(tiny_baseline.read_text())
+    record["test"]["classical"].update(accuracy=1.0, correct=6)
+    record["test"]["majority"].update(accuracy=1.0, correct=6)
+    crippled = tmp_path / "baseline.json"
+    crippled.write_text(json.dumps(record), encoding="utf-8")
+    out = tmp_path / "quality.json"
+    assert run_quality(tiny_build, crippled, "0", out) == cli.EXIT_USER_ERROR
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("error: quality gate: the reference model's test accuracy ")
+    assert "is not above the majority class's share 1.0000 ('astronomy')" in err[0]
+    assert not out.exists()
+
+
+def test_a_baseline_from_another_test_split_is_refused(tiny_build, tmp_path: Path):
+    # The same texts split with another seed: same labels and sizes, other examples in the test split.
+    data.build_data(str(tiny_build["dataset"]), tmp_path / "data", (0.6, 0.2, 0.2), seed=4)
+    other = tmp_path / "baseline.json"
+    baseline.build_baseline(tmp_path / "data", other)
+    with pytest.raises(StageError, match="made from other labels or another test split"):
+        quality.gate_quality(tiny_build["saved_model"], tiny_build["data"], other, 3.0, tmp_path / "quality.json")
+
+
+@pytest.mark.parametrize("margin", ["-1", "nan", "inf"])
+def test_a_negative_margin_is_refused_in_one_line(tiny_build, tiny_baseline: Path, tmp_path: Path, capsys, margin):
+    out = tmp_path / "quality.json"
+    assert run_quality(tiny_build, tiny_baseline, margin, out) == cli.EXIT_USER_ERROR
+    assert capsys.readouterr().err == f"error: --margin {float(margin):g}: expected a finite number of accuracy points >= 0, such as 3\n"
+    assert not out.exists()
