@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from edge_build.stats import wilson_interval
+
 
 def classification_metrics(y_true: np.ndarray, y_pred: np.ndarray, labels: list[str]) -> dict:
-    """Accuracy, per-class precision/recall/F1/support, macro F1 and the confusion matrix.
+    """Accuracy with its 95% Wilson interval, per-class precision/recall/F1/support, macro F1 and the confusion matrix.
 
     ``confusion[i][j]`` counts examples of class ``i`` predicted as ``j``.  A class
     that is never predicted has precision 0 (and likewise recall for no support).
@@ -29,6 +31,7 @@ def classification_metrics(y_true: np.ndarray, y_pred: np.ndarray, labels: list[
         "examples": int(y_true.size),
         "correct": int(true_positive.sum()),
         "accuracy": float(true_positive.sum() / y_true.size),
+        "ci95": list(wilson_interval(int(true_positive.sum()), int(y_true.size))),
         "macro_f1": float(f1.mean()),
         "per_class": {
             label: {
@@ -40,4 +43,22 @@ def classification_metrics(y_true: np.ndarray, y_pred: np.ndarray, labels: list[
             for i, label in enumerate(labels)
         },
         "confusion_matrix": confusion.tolist(),
+    }
+
+
+def headline_figures(y_true: np.ndarray, y_pred: np.ndarray, labels: list[str]) -> dict:
+    """Accuracy, macro F1, counts and the 95% Wilson interval of one set of predictions."""
+    metrics = classification_metrics(y_true, y_pred, labels)
+    return {key: metrics[key] for key in ("accuracy", "macro_f1", "correct", "examples", "ci95")}
+
+
+def distribution(values) -> dict:
+    """Minimum, median, mean, 95th percentile and maximum of a non-empty list of numbers, rounded for reports."""
+    values = np.asarray(values, dtype=np.float64)
+    return {
+        "min": round(float(values.min()), 1),
+        "median": round(float(np.median(values)), 1),
+        "mean": round(float(values.mean()), 1),
+        "p95": round(float(np.percentile(values, 95)), 1),
+        "max": round(float(values.max()), 1),
     }

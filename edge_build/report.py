@@ -2,17 +2,20 @@
 
 Reads the reference CPU SavedModel, the target's artifacts (SavedModels and
 ``.tflite`` files with their conversion reports and device checks), ``test.tfrecord``,
-``labels.txt``, the data ``summary.json``, ``train_log.json`` and, for INT8, the
-calibration summary. SavedModels are fed raw text through ``serving_default``
+``labels.txt``, the data ``summary.json`` and ``report.json``, the quality gate's
+``quality.json``, ``train_log.json`` and, for INT8, the calibration summary. SavedModels are fed raw text through ``serving_default``
 (covering the tokenizer inside them); TF Lite models get the token ids of the
 reference's own vocabulary asset on TensorFlow's interpreter. Every artifact is
 compared with the reference; a breach of the profile's tolerances (the XLA
 SavedModel's logit error, TF Lite parity) fails the stage with the figures.
+Accuracies carry 95% Wilson intervals; INT8 and its float twin get an exact
+McNemar test.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -23,11 +26,23 @@ from edge_build import cli, parity, saved_model
 from edge_build.atomic import atomic_outputs
 from edge_build.config import ARTIFACTS, TargetProfile, load_profile
 from edge_build.errors import StageError
+from edge_build.markdown import table
 from edge_build.metrics import classification_metrics
+from edge_build.stats import mcnemar_exact
 from edge_build.provenance import size_of
 from edge_build.records import read_labels, read_split
 
 REFERENCE = "saved_model_cpu"
+
+
+def int8_mcnemar(predictions: dict, y_true: np.ndarray) -> dict | None:
+    """Exact McNemar test of the INT8 model against its float32 twin (the reference without one):
+    whether the examples only one of them gets right tell a real difference from noise."""
+    if "tflite_int8" not in predictions:
+        return None
+    float_name = "tflite_fp32" if "tflite_fp32" in predictions else REFERENCE
+    test = mcnemar_exact(predictions["tflite_int8"] == y_true, predictions[float_name] == y_true)
+    return {"a": "tflite_int8", "b": float_name, **test}
 
 
 def evaluate(profile: TargetProfile, reference: Path, target_dir: Path, data_dir: Path) -> dict:
@@ -37,7 +52,7 @@ def evaluate(profile: TargetProfile, reference: Path, target_dir: Path, data_dir
     texts, y_true = read_split(data_dir / "test.tfrecord")
     reference_logits = saved_model.checked_logits(reference, texts, labels)
     ids = None
-    results, failures = {}, []
+    results, failures, predictions = {}, [], {REFERENCE: np.argmax(reference_logits, axis=-1)}
     for name in profile.artifacts:
         path = target_dir / ARTIFACTS[name].path
         if ARTIFACTS[name].tflite:
@@ -48,10 +63,11 @@ def evaluate(profile: TargetProfile, reference: Path, target_dir: Path, data_dir
         figures = parity.compare(reference_logits, logits, y_true)
         broken = parity.breaches(name, figures, profile.tolerances)
         failures += [f"{name}: {b}" for b in broken]
+        predictions[name] = np.argmax(logits, axis=-1)
         results[name] = {
             "path": str(path),
             "size_bytes": size_of(path),
-            **classification_metrics(y_true, np.argmax(logits, axis=-1), labels),
+            **classification_metrics(y_true, predictions[name], labels),
             "parity": {k: figures[k] for k in ("max_abs_logit_error", "mean_abs_logit_error", "top1_agreement")},
             "tolerance_breaches": broken,
         }
@@ -59,16 +75,13 @@ def evaluate(profile: TargetProfile, reference: Path, target_dir: Path, data_dir
         "target": profile.name,
         "split": "test",
         "labels": labels,
-        "reference": {"path": str(reference), **classification_metrics(y_true, np.argmax(reference_logits, axis=-1), labels)},
+        "reference": {"path": str(reference), **classification_metrics(y_true, predictions[REFERENCE], labels)},
         "artifacts": results,
+        "int8_vs_float": int8_mcnemar(predictions, y_true),
     }
     if failures:
         raise StageError(f"targets/{profile.name}.toml tolerances broken on the test split: {'; '.join(failures)}")
     return evaluation
-
-
-def _table(header: list[str], rows: list[list]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(map(str, row)) + " |" for row in rows]
 
 
 def render_device_checks(summary: dict, profile: TargetProfile) -> list[str]:
@@ -87,7 +100,7 @@ def render_device_checks(summary: dict, profile: TargetProfile) -> list[str]:
             p, host = r["parity"], r["runtime_vs_tf_lite"]
             rows.append([artifact, f"{runtime} {r['runtime_version']}", r["machine"] + (" (emulated)" if r["emulated"] else ""), f"{p['top1_agreement']:.4f}",
                          f"{p['max_abs_logit_error']:.3g}", f"{p['mean_abs_logit_error']:.3g}", f"{p['accuracy']:.4f}", f"{host['max_abs_logit_error']:.3g}", "pass"])
-    lines += _table(["artifact", "runtime", "machine", "top-1 agreement", "max abs Δlogit", "mean abs Δlogit", "accuracy", "max abs Δ vs tf.lite.Interpreter", "gate"], rows)
+    lines += table(["artifact", "runtime", "machine", "top-1 agreement", "max abs Δlogit", "mean abs Δlogit", "accuracy", "max abs Δ vs tf.lite.Interpreter", "gate"], rows)
     lines += ["", f"Tolerances ({profile.name}): INT8 top-1 agreement >= {profile.tolerances.int8_min_top1_agreement:g}, INT8 accuracy drop <= {profile.tolerances.int8_max_accuracy_drop:g}, "
               f"float32 max abs Δlogit <= {profile.tolerances.fp32_max_abs_logit:g}. The tf.lite.Interpreter column compares the device runtime with TensorFlow's own interpreter on the same file: "
               "a difference there is the runtime's version, not quantization.", "", "Latency per invoke:", ""]
@@ -100,77 +113,137 @@ def render_device_checks(summary: dict, profile: TargetProfile) -> list[str]:
             gate = "not enforced (emulated)" if r["emulated"] else f"pass (p50 <= {r['latency_budget_ms']:g} ms)"
             rows.append([artifact, runtime, f"{t['load_ms']:.1f}", f"{t['first_invoke_ms']:.2f}", *(f"{t[k]:.1f}" for k in ("p50_us", "p90_us", "p99_us", "mean_us", "std_us", "min_us", "max_us")),
                          f"{t['examples_per_second']:.0f}", f"{r['peak_rss_mb']:.0f}", gate])
-    lines += _table(["artifact", "runtime", "load ms", "first ms", "p50 µs", "p90 µs", "p99 µs", "mean µs", "std µs", "min µs", "max µs", "examples/s", "peak RSS MB", "budget"], rows)
+    lines += table(["artifact", "runtime", "load ms", "first ms", "p50 µs", "p90 µs", "p99 µs", "mean µs", "std µs", "min µs", "max µs", "examples/s", "peak RSS MB", "budget"], rows)
     lines += ["", "![latency per invoke](latency.png)"]
     return lines
 
 
-def render_markdown(evaluation: dict, profile: TargetProfile, data_summary: dict, train_log: dict, tflite_reports: dict, device_summary: dict | None, calibration: dict | None) -> str:
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """What the other stages recorded, read once for the page."""
+
+    data_summary: dict
+    data_report: dict
+    quality: dict
+    train_log: dict
+    tflite_reports: dict
+    device_summary: dict | None
+    calibration: dict | None
+
+    @classmethod
+    def read(cls, profile: TargetProfile, target_dir: Path, data_dir: Path, quality: Path, train_log: Path, calibration_summary: Path | None) -> "Context":
+        return cls(
+            data_summary=read_json(data_dir / "summary.json"),
+            data_report=read_json(data_dir / "report.json"),
+            quality=read_json(quality),
+            train_log=read_json(train_log),
+            tflite_reports={name: read_json(target_dir / f"{name}.json") for name in profile.tflite_artifacts},
+            device_summary=read_json(target_dir / "device_checks.json") if profile.tflite_artifacts else None,
+            calibration=read_json(calibration_summary) if calibration_summary else None,
+        )
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def interval(figures: dict) -> str:
+    low, high = figures["ci95"]
+    return f"{low:.3f}–{high:.3f}"
+
+
+def render_quality(quality: dict) -> list[str]:
+    rows = [[name, f"{quality[key]['accuracy']:.4f}", interval(quality[key]), f"{quality[key]['macro_f1']:.4f}"]
+            for name, key in (("reference model (CPU SavedModel)", "reference"), (f"classical baseline: {quality['classical']['name']}", "classical"),
+                              (f"majority class ('{quality['majority']['label']}')", "majority"))]
+    test = quality["mcnemar_vs_classical"]
+    return ["", "## Quality floor", "",
+            "The same test split, scored by two baselines computed from the training split alone "
+            "(`build/quality/quality.json`). Accuracy intervals are 95% Wilson score intervals.", ""] + table(["model", "accuracy", "95% interval", "macro F1"], rows) + [
+        "", f"Classical baseline: `{quality['classical']['model']}`, fixed, never tuned.", "",
+        f"The model {'trails' if quality['gap_points'] > 0 else 'is level with or ahead of'} the classical baseline by {abs(quality['gap_points']):.1f} points "
+        f"(the gate allows it to trail by {quality['margin_points']:g}); "
+            f"exact McNemar test against it: {test['a_only']} examples only the model gets right, {test['b_only']} only the baseline, p = {test['p_value']:.3g}. "
+            "The gate also requires the lower end of the model's interval to lie above the majority class's share."]
+
+
+def render_mcnemar(test: dict | None) -> list[str]:
+    if test is None:
+        return []
+    verdict = "no evidence of a real difference" if test["p_value"] >= 0.05 else "a real difference at the 5% level"
+    return ["", f"INT8 against {test['b']} (exact McNemar test on the test split): {test['a_only']} examples only {test['a']} gets right, "
+                f"{test['b_only']} only {test['b']}, p = {test['p_value']:.3g}: {verdict}."]
+
+
+def render_markdown(evaluation: dict, profile: TargetProfile, context: Context) -> str:
     labels = evaluation["labels"]
     artifacts = evaluation["artifacts"]
-    lines = [f"# edge-build report: target `{evaluation['target']}`", ""]
-    lines += ["## Artifacts on the test split", "", f"Reference: the CPU SavedModel at `{evaluation['reference']['path']}`, accuracy {evaluation['reference']['accuracy']:.4f}.", ""]
+    reference = evaluation["reference"]
+    lines = [f"# edge-build report: target `{evaluation['target']}`", "", f"Data: {context.data_report['headline']} (`data/report.md`).", ""]
+    lines += ["## Artifacts on the test split", "", f"Reference: the CPU SavedModel at `{reference['path']}`, accuracy {reference['accuracy']:.4f} "
+              f"(95% Wilson interval {interval(reference)}), macro F1 {reference['macro_f1']:.4f}.", ""]
     rows = []
     for name, r in artifacts.items():
         p = r["parity"]
-        rows.append([name, f"{r['size_bytes'] / 1e6:.2f} MB", f"{r['accuracy']:.4f}", f"{r['macro_f1']:.4f}", f"{p['top1_agreement']:.4f}", f"{p['max_abs_logit_error']:.3g}", f"{p['mean_abs_logit_error']:.3g}"])
-    lines += _table(["artifact", "size", "accuracy", "macro F1", "top-1 agreement", "max abs Δlogit", "mean abs Δlogit"], rows)
-    if tflite_reports:
+        rows.append([name, f"{r['size_bytes'] / 1e6:.2f} MB", f"{r['accuracy']:.4f}", interval(r), f"{r['macro_f1']:.4f}", f"{p['top1_agreement']:.4f}", f"{p['max_abs_logit_error']:.3g}", f"{p['mean_abs_logit_error']:.3g}"])
+    lines += table(["artifact", "size", "accuracy", "95% interval", "macro F1", "top-1 agreement", "max abs Δlogit", "mean abs Δlogit"], rows)
+    lines += render_mcnemar(evaluation["int8_vs_float"])
+    lines += render_quality(context.quality)
+    if context.tflite_reports:
         lines += ["", "## TF Lite conversion", ""]
         rows = []
-        for name, rep in tflite_reports.items():
+        for name, rep in context.tflite_reports.items():
             runtimes = ", ".join(f"{n} {r['version']}: {'ok' if r['ok'] else r['error']}" for n, r in rep["runtimes"].items())
             rows.append([name, rep["converter"]["inference_output_type"], ", ".join(rep["converter"]["supported_ops"]), ", ".join(rep["flex_ops"]) or "none", ", ".join(rep["custom_ops"]) or "none", len(rep["float_activations"]), runtimes])
-        lines += _table(["artifact", "output type", "supported ops", "Flex ops", "custom ops", "float activations", "loads and runs on"], rows)
-        names = list(tflite_reports)
+        lines += table(["artifact", "output type", "supported ops", "Flex ops", "custom ops", "float activations", "loads and runs on"], rows)
+        names = list(context.tflite_reports)
         counts: dict[tuple, dict] = {}
-        for name, rep in tflite_reports.items():
+        for name, rep in context.tflite_reports.items():
             for op in rep["operators"]:
                 counts.setdefault((op["op"], op["kind"]), {})[name] = f"{op['count']} (v{op['version']})"
         lines += ["", "Operators (count, version):", ""]
-        lines += _table(["operator", "kind", *names], [[op, kind, *(per.get(n, "") for n in names)] for (op, kind), per in sorted(counts.items())])
-        for name, rep in tflite_reports.items():
+        lines += table(["operator", "kind", *names], [[op, kind, *(per.get(n, "") for n in names)] for (op, kind), per in sorted(counts.items())])
+        for name, rep in context.tflite_reports.items():
             if rep["float_activations"]:
                 lines += ["", f"{name} tensors that stayed float: " + ", ".join(f"`{t}`" for t in rep["float_activations"])]
             if "quantization_errors" in rep:
                 lines += ["", f"### {name}: per-layer quantization error (worst first)", "", "RMSE of each layer's INT8 output against float, also in quantization steps (0.29 is the rounding floor).", ""]
-                lines += _table(["op", "tensor", "scale", "RMSE", "RMSE / step", "max abs error"], [[e["op"], f"`{e['tensor']}`", f"{e['scale']:.4g}", f"{e['rmse']:.4g}", f"{e['rmse_in_steps']:.3f}", f"{e['max_abs_error']:.4g}"] for e in rep["quantization_errors"][:10]])
-    if device_summary:
-        lines += render_device_checks(device_summary, profile)
+                lines += table(["op", "tensor", "scale", "RMSE", "RMSE / step", "max abs error"], [[e["op"], f"`{e['tensor']}`", f"{e['scale']:.4g}", f"{e['rmse']:.4g}", f"{e['rmse_in_steps']:.3f}", f"{e['max_abs_error']:.4g}"] for e in rep["quantization_errors"][:10]])
+    if context.device_summary:
+        lines += render_device_checks(context.device_summary, profile)
+    calibration = context.calibration
     if calibration:
         drawn = ", ".join(f"{k} {v}" for k, v in calibration["drawn"]["per_class"].items()) or "none"
         lines += ["", "## Calibration", "", f"{calibration['samples']} samples from `{calibration['config']}`: drawn from the {calibration['drawn']['split']} split ({drawn}); {calibration['field_samples']['count']} field samples; ids sha256 `{calibration['ids_sha256'][:16]}…`."]
-    lines += ["", "## Data", "", f"Dataset `{data_summary['dataset']}` (sha256 `{data_summary['sha256'][:16]}…`), {data_summary['examples']} examples.", ""]
-    lines += _table(["split", *labels, "total"], [[split, *(counts[label] for label in labels), sum(counts.values())] for split, counts in data_summary["counts"].items()])
+    data_summary = context.data_summary
+    lines += ["", "## Data", "", f"Dataset `{data_summary['dataset']}` (sha256 `{data_summary['sha256'][:16]}…`), {data_summary['examples']} examples read, "
+              f"{data_summary['used']} used; duplicates, conflicts, lengths and tokens in `data/report.md`.", ""]
+    lines += table(["split", *labels, "total"], [[split, *(counts[label] for label in labels), sum(counts.values())] for split, counts in data_summary["counts"].items()])
     lines += [f"\n- warning: {w}" for w in data_summary.get("warnings", [])]
+    train_log = context.train_log
     epochs = train_log["epochs"]
+    stopped = f", stopped early after {train_log['hyperparameters']['training']['patience']} epochs without a better one" if train_log["stopped_early"] else ""
     lines += [
         "",
         "## Training",
         "",
-        f"{len(epochs)} epochs, best validation epoch {train_log['best_epoch']} (val accuracy {train_log['best_val_accuracy']:.4f}, "
+        f"{len(epochs)} epochs{stopped}, best validation epoch {train_log['best_epoch']} (val accuracy {train_log['best_val_accuracy']:.4f}, "
         f"val loss {train_log['best_val_loss']:.4f}); median {np.median([e['examples_per_second'] for e in epochs]):.0f} examples/s.",
     ]
     for name, r in artifacts.items():
         lines += ["", f"## {name}: per class", ""]
-        lines += _table(["class", "precision", "recall", "F1", "support"], [[label, f"{f['precision']:.3f}", f"{f['recall']:.3f}", f"{f['f1']:.3f}", f["support"]] for label, f in r["per_class"].items()])
+        lines += table(["class", "precision", "recall", "F1", "support"], [[label, f"{f['precision']:.3f}", f"{f['recall']:.3f}", f"{f['f1']:.3f}", f["support"]] for label, f in r["per_class"].items()])
         lines += ["", "Confusion matrix (rows: true, columns: predicted):", ""]
-        lines += _table(["", *labels], [[f"**{label}**", *row] for label, row in zip(labels, r["confusion_matrix"])])
+        lines += table(["", *labels], [[f"**{label}**", *row] for label, row in zip(labels, r["confusion_matrix"])])
     return "\n".join(lines) + "\n"
 
 
-def build_report(profile: TargetProfile, reference: Path, target_dir: Path, data_dir: Path, train_log: Path, calibration_summary: Path | None) -> dict:
+def build_report(profile: TargetProfile, reference: Path, target_dir: Path, data_dir: Path, quality: Path, train_log: Path, calibration_summary: Path | None) -> dict:
     evaluation = evaluate(profile, reference, target_dir, data_dir)
-    tflite_reports = {
-        name: json.loads((target_dir / f"{name}.json").read_text(encoding="utf-8")) for name in profile.tflite_artifacts
-    }
-    calibration = json.loads(calibration_summary.read_text(encoding="utf-8")) if calibration_summary else None
-    device_summary = json.loads((target_dir / "device_checks.json").read_text(encoding="utf-8")) if profile.tflite_artifacts else None
-    data_summary = json.loads((data_dir / "summary.json").read_text(encoding="utf-8"))
-    log = json.loads(train_log.read_text(encoding="utf-8"))
+    context = Context.read(profile, target_dir, data_dir, quality, train_log, calibration_summary)
     with atomic_outputs(target_dir / "eval.json", target_dir / "report.md") as (eval_tmp, report_tmp):
         eval_tmp.write_text(json.dumps(evaluation, indent=2) + "\n", encoding="utf-8")
-        report_tmp.write_text(render_markdown(evaluation, profile, data_summary, log, tflite_reports, device_summary, calibration), encoding="utf-8")
+        report_tmp.write_text(render_markdown(evaluation, profile, context), encoding="utf-8")
     return evaluation
 
 
@@ -178,11 +251,11 @@ def headline(evaluation: dict, report_path: Path) -> str:
     reference = evaluation["reference"]
     lines = [
         f"== {evaluation['target']}: test split, {reference['examples']} examples, {len(evaluation['labels'])} classes ==",
-        f"   {'reference (CPU SavedModel)':<28} accuracy {reference['accuracy']:.4f}",
+        f"   {'reference (CPU SavedModel)':<28} accuracy {reference['accuracy']:.4f} (95% interval {interval(reference)})  macro F1 {reference['macro_f1']:.4f}",
     ]
     for name, r in evaluation["artifacts"].items():
         lines.append(
-            f"   {name:<28} accuracy {r['accuracy']:.4f}  top-1 agreement {r['parity']['top1_agreement']:.4f}"
+            f"   {name:<28} accuracy {r['accuracy']:.4f}  macro F1 {r['macro_f1']:.4f}  top-1 agreement {r['parity']['top1_agreement']:.4f}"
             f"  max |Δlogit| {r['parity']['max_abs_logit_error']:.2g}  {r['size_bytes'] / 1e6:.2f} MB"
         )
     lines.append(f"   report: {report_path}")
@@ -192,6 +265,7 @@ def headline(evaluation: dict, report_path: Path) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.report", description=__doc__.splitlines()[0])
     cli.add_target_arguments(parser)
+    parser.add_argument("--quality", type=Path, required=True, help="the quality gate's quality.json")
     parser.add_argument("--train-log", type=Path, required=True)
     parser.add_argument("--calibration-summary", type=Path, help="the calibration stage's summary.json (targets with tflite_int8)")
     return parser
@@ -199,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def drive(args: argparse.Namespace) -> None:
     profile = load_profile(args.profile.parent, args.profile.stem)
-    evaluation = build_report(profile, args.reference, args.target_dir, args.data_dir, args.train_log, args.calibration_summary)
+    evaluation = build_report(profile, args.reference, args.target_dir, args.data_dir, args.quality, args.train_log, args.calibration_summary)
     print(headline(evaluation, args.target_dir / "report.md"))
 
 

@@ -66,8 +66,8 @@ def tiny_hparams(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_build(tmp_path_factory) -> dict[str, Path]:
-    """data -> vocab -> train -> export on the tiny dataset, run once for the whole session."""
-    from edge_build import data, export, train, vocab
+    """data -> vocab -> data report -> train -> export -> baseline -> quality on the tiny dataset, run once for the whole session."""
+    from edge_build import baseline, data, data_report, export, quality, train, vocab
     from edge_build.config import load_hyperparameters
 
     root = tmp_path_factory.mktemp("tiny_build")
@@ -78,12 +78,16 @@ def tiny_build(tmp_path_factory) -> dict[str, Path]:
     paths = {"root": root, "dataset": dataset, "hparams": hparams_path, "data": root / "data", "vocab": root / "vocab.txt", "model": root / "model"}
     data.build_data(str(dataset), paths["data"], (0.6, 0.2, 0.2), seed=3)
     vocab.build_vocab(paths["data"] / "train.tfrecord", paths["vocab"], hparams.tokenizer.vocab_size, lower_case=True)
+    data_report.build_data_report(paths["data"], paths["vocab"], True, hparams.tokenizer.sequence_length, paths["data"])
     inputs = train.TrainInputs.from_data_dir(paths["data"], paths["vocab"], hparams_path, REPO / "model_src" / "model.py")
     paths["weights"], paths["train_log"] = paths["model"] / "model.weights.h5", paths["model"] / "train_log.json"
     train.train(inputs, hparams, paths["weights"], paths["train_log"])
     paths["saved_model"] = export.export(
         paths["data"], paths["vocab"], paths["weights"], paths["train_log"], hparams_path, REPO / "model_src" / "model.py", root / "saved_model_cpu"
     )
+    paths["baseline"], paths["quality"] = root / "baseline.json", root / "quality.json"
+    baseline.build_baseline(paths["data"], paths["baseline"])
+    quality.gate_quality(paths["saved_model"], paths["data"], paths["baseline"], 3.0, paths["quality"])
     return paths
 
 
@@ -129,7 +133,7 @@ def reported_copy(tiny_artifacts: dict, destination: Path) -> dict:
 
     shutil.copytree(tiny_artifacts["target"], destination)
     profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
-    report.build_report(profile, tiny_artifacts["saved_model"], destination, tiny_artifacts["data"], tiny_artifacts["train_log"], None)
+    report.build_report(profile, tiny_artifacts["saved_model"], destination, tiny_artifacts["data"], tiny_artifacts["quality"], tiny_artifacts["train_log"], None)
     args = (profile, destination, tiny_artifacts["data"], tiny_artifacts["model"], tiny_artifacts["vocab"], tiny_artifacts["calibration"] / "summary.json")
     return {"target": destination, "profile": profile, "manifest_args": args, "record": manifest.build_manifest(*args)}
 

@@ -36,7 +36,7 @@ def test_the_report_evaluates_every_artifact_against_the_reference(tiny_artifact
     profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
     target = tiny_artifacts["target"]
     calibration = tiny_artifacts["calibration"] / "summary.json"
-    evaluation = report.build_report(profile, tiny_artifacts["saved_model"], target, tiny_artifacts["data"], tiny_artifacts["train_log"], calibration)
+    evaluation = report.build_report(profile, tiny_artifacts["saved_model"], target, tiny_artifacts["data"], tiny_artifacts["quality"], tiny_artifacts["train_log"], calibration)
     assert json.loads((target / "eval.json").read_text()) == evaluation
     assert list(evaluation["artifacts"]) == ["saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_int8"]
     for name, result in evaluation["artifacts"].items():
@@ -50,8 +50,18 @@ def test_the_report_evaluates_every_artifact_against_the_reference(tiny_artifact
     assert artifacts["tflite_int8"]["size_bytes"] < artifacts["tflite_fp32"]["size_bytes"]
     markdown = (target / "report.md").read_text()
     assert "# edge-build report: target `tiny`" in markdown
-    for section in ("| tflite_int8 |", "## TF Lite conversion", "per-layer quantization error", "## Calibration", "Confusion matrix"):
+    for section in ("| tflite_int8 |", "## TF Lite conversion", "per-layer quantization error", "## Calibration", "Confusion matrix", "## Quality floor"):
         assert section in markdown
+    reference = evaluation["reference"]
+    low, high = reference["ci95"]
+    assert low <= reference["accuracy"] <= high and f"(95% Wilson interval {low:.3f}–{high:.3f})" in markdown
+    assert all(r["ci95"][0] <= r["accuracy"] <= r["ci95"][1] for r in artifacts.values())
+    # INT8 against its float twin, example by example.
+    paired = evaluation["int8_vs_float"]
+    assert (paired["a"], paired["b"]) == ("tflite_int8", "tflite_fp32") and 0 <= paired["p_value"] <= 1
+    assert paired["a_only"] - paired["b_only"] == artifacts["tflite_int8"]["correct"] - artifacts["tflite_fp32"]["correct"]
+    assert f"INT8 against tflite_fp32 (exact McNemar test on the test split): {paired['a_only']} examples only tflite_int8 gets right" in markdown
+    assert markdown.startswith("# edge-build report: target `tiny`\n\nData: ") and "duplicate groups, each kept in one split" in markdown
     headline = report.headline(evaluation, target / "report.md")
     assert f"accuracy {artifacts['tflite_int8']['accuracy']:.4f}" in headline
 
@@ -65,5 +75,5 @@ def test_a_tolerance_breach_on_the_test_split_fails_the_report(tiny_artifacts, t
     for stale in ("eval.json", "report.md"):
         (out / stale).unlink(missing_ok=True)
     with pytest.raises(StageError, match=r"targets/tiny.toml tolerances broken on the test split: tflite_fp32: max \|Δlogit\| .* \(allowed <= 1e-12\)"):
-        report.build_report(profile, tiny_artifacts["saved_model"], out, tiny_artifacts["data"], tiny_artifacts["train_log"], None)
+        report.build_report(profile, tiny_artifacts["saved_model"], out, tiny_artifacts["data"], tiny_artifacts["quality"], tiny_artifacts["train_log"], None)
     assert not (out / "eval.json").exists() and not (out / "report.md").exists()
