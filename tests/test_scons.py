@@ -64,7 +64,8 @@ def project(tmp_path_factory) -> dict:
 
 def test_a_clean_build_runs_every_stage_and_reports(project):
     result = scons(*project["args"])
-    assert sorted(stages_run(result)) == sorted(["data", "vocab", "train", "export", "export", "calibrate", "tflite-fp32", "tflite-int8", "device_check", "report", "manifest", "bundle"])
+    assert sorted(stages_run(result)) == sorted(["data", "vocab", "data_report", "train", "export", "export", "baseline", "quality", "calibrate", "tflite-fp32", "tflite-int8",
+                                                 "device_check", "report", "manifest", "bundle"])
     build = project["build"]
     for name in DATA_FILES:
         assert (build / "data" / name).is_file()
@@ -78,6 +79,9 @@ def test_a_clean_build_runs_every_stage_and_reports(project):
     evaluation = json.loads((build / "tiny" / "eval.json").read_text())
     assert list(evaluation["artifacts"]) == ["saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_int8"]
     assert "== tiny: test split, 6 examples, 3 classes ==" in result.stdout
+    assert "quality: passed; reference test accuracy" in result.stdout
+    for name in ("report.md", "report.json"):
+        assert (build / "data" / name).is_file()
     assert "device: tflite_int8 on tflite-runtime 2.14.0: top-1 agreement" in result.stdout
     assert "## Device runtimes" in (build / "tiny" / "report.md").read_text()
     assert "reload check: serving_default in a fresh process matches the trained model" in result.stdout
@@ -153,14 +157,14 @@ def test_a_hyperparameter_change_retrains_but_does_not_resplit(project):
     old_weights = weights.read_bytes()
     project["hparams"].write_text(TINY_HPARAMS.replace("learning_rate = 0.05", "learning_rate = 0.02"), encoding="utf-8")
     result = scons(*project["args"])
-    assert sorted(stages_run(result)) == sorted(["train", "export", "export", "tflite-fp32", "tflite-int8", "device_check", "report", "manifest", "bundle"])
+    assert sorted(stages_run(result)) == sorted(["train", "export", "export", "quality", "tflite-fp32", "tflite-int8", "device_check", "report", "manifest", "bundle"])
     assert weights.read_bytes() != old_weights
     assert {name: (project["build"] / "data" / name).stat().st_mtime_ns for name in DATA_FILES} == before
 
 
 def test_a_command_line_override_retrains(project):
     result = scons(*project["args"], "epochs=1")
-    assert sorted(stages_run(result)) == sorted(["train", "export", "export", "tflite-fp32", "tflite-int8", "device_check", "report", "manifest", "bundle"])
+    assert sorted(stages_run(result)) == sorted(["train", "export", "export", "quality", "tflite-fp32", "tflite-int8", "device_check", "report", "manifest", "bundle"])
     log = json.loads((project["build"] / "model" / "train_log.json").read_text())
     assert len(log["epochs"]) == 1
 
@@ -179,6 +183,24 @@ def test_a_calibration_edit_rebuilds_only_the_int8_model_and_what_follows(projec
     assert mtimes(upstream) == before
     assert (build / "tiny" / "model_int8.tflite").read_bytes() != int8
     assert json.loads((build / "calibration" / "summary.json").read_text())["samples"] == 9
+
+
+def test_a_quality_margin_change_reruns_only_the_gate_and_the_report(project):
+    result = scons(*project["args"], "quality_margin=2.5")
+    assert stages_run(result) == ["quality", "report"]
+    assert json.loads((project["build"] / "quality" / "quality.json").read_text())["margin_points"] == 2.5
+    scons(*project["args"])
+
+
+def test_a_crippled_model_fails_the_quality_gate_in_one_line(project, tmp_path: Path):
+    hparams = tmp_path / "hparams.toml"
+    hparams.write_text(TINY_HPARAMS.replace("epochs = 3", "epochs = 1").replace("learning_rate = 0.05", "learning_rate = 0.00001"), encoding="utf-8")
+    args = [a for a in project["args"] if not a.startswith(("build_dir=", "hparams="))] + [f"build_dir={tmp_path / 'build'}", f"hparams={hparams}"]
+    result = scons(*args, "quality", check=False)
+    assert result.returncode != 0
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert re.match(r"error: quality gate: the reference model's test accuracy 0\.\d{4} \(macro F1 0\.\d{4}\) is [\d.]+ points below the classical baseline's 1\.0000 ", line), line
+    assert not (tmp_path / "build" / "quality" / "quality.json").exists()
 
 
 def test_the_calibrate_alias_regenerates_only_calibrated_models(project):
