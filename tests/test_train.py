@@ -138,12 +138,19 @@ def test_a_class_sorted_corpus_larger_than_the_shuffle_buffer_still_trains(tmp_p
     sorted by class, as the data stage used to write it, collapses to one class per stretch."""
     import random
 
-    from conftest import CLASS_WORDS, make_text
+    from conftest import CLASS_WORDS
     from edge_build import data, vocab
     from edge_build.records import read_split
 
+    # Every word occurs in every class, each class's own words more often: a model that last saw one class
+    # pushes every word towards it, so the order of the examples decides what is learned.
     rng = random.Random(0)
-    rows = [f"{make_text(label, rng)} {i},{label}" for label in CLASS_WORDS for i in range(1000)]  # sorted by class, as exported
+    every_word = " ".join(CLASS_WORDS.values()).split()
+
+    def text(label: str) -> str:
+        return " ".join(rng.choice(CLASS_WORDS[label].split()) if rng.random() < 0.3 else rng.choice(every_word) for _ in range(rng.randint(8, 20)))
+
+    rows = [f"{text(label)} {i},{label}" for label in CLASS_WORDS for i in range(1000)]  # sorted by class, as exported
     corpus = tmp_path / "sorted.csv"
     corpus.write_text("text,label\n" + "\n".join(rows) + "\n", encoding="utf-8")
     data_dir = tmp_path / "data"
@@ -161,8 +168,8 @@ def test_a_class_sorted_corpus_larger_than_the_shuffle_buffer_still_trains(tmp_p
     by_class = train.train(inputs, hparams, tmp_path / "by_class" / "model.weights.h5", tmp_path / "by_class" / "train_log.json")
 
     assert mixed["train_examples"] == 2400 and hparams.training.shuffle_buffer == 256
-    assert mixed["best_val_accuracy"] >= 0.95
-    assert by_class["best_val_accuracy"] <= 0.7
+    assert mixed["best_val_accuracy"] >= 0.8
+    assert by_class["best_val_accuracy"] <= 0.5  # three balanced classes: one class per stretch is chance
 
 
 def test_training_stops_once_validation_stops_improving(tiny_build, tmp_path: Path):
