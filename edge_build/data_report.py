@@ -83,7 +83,7 @@ def render(summary: dict, tokens: dict) -> str:
     rows = []
     for split in SPLITS:
         c, t = summary["characters"][split], tokens["splits"][split]
-        rows.append([split, *(c[k] for k in ("median", "p95", "max")), *(f"{t['tokens'][k]:.0f}" for k in ("median", "p95", "max")), f"{t['truncated_share']:.1%}", f"{t['unk_rate']:.2%}"])
+        rows.append([split, *(f"{c[k]:.0f}" for k in ("median", "p95", "max")), *(f"{t['tokens'][k]:.0f}" for k in ("median", "p95", "max")), f"{t['truncated_share']:.1%}", f"{t['unk_rate']:.2%}"])
     lines += table(["split", "chars median", "chars p95", "chars max", "tokens median", "tokens p95", "tokens max", "truncated", "[UNK] rate"], rows)
     duplicates, conflicts, near = summary["duplicates"], summary["label_conflicts"], summary["near_duplicates"]
     lines += ["", "## Duplicates", "", f"Texts count as the same when they are equal after {summary['normalization']}.", "",
