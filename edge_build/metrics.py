@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import statistics
+
 import numpy as np
 
 from edge_build.stats import wilson_interval
@@ -52,13 +55,14 @@ def headline_figures(y_true: np.ndarray, y_pred: np.ndarray, labels: list[str]) 
     return {key: metrics[key] for key in ("accuracy", "macro_f1", "correct", "examples", "ci95")}
 
 
-def distribution(values) -> dict:
-    """Minimum, median, mean, 95th percentile and maximum of a non-empty list of numbers, rounded for reports."""
-    values = np.asarray(values, dtype=np.float64)
+def distribution(values: list[int]) -> dict:
+    """Minimum, median, mean, 95th percentile and maximum of a non-empty list of counts (lengths in
+    characters or tokens); p95 is the nearest-rank percentile, so every figure is exact or rounded once."""
+    ordered = sorted(int(v) for v in values)
     return {
-        "min": round(float(values.min()), 1),
-        "median": round(float(np.median(values)), 1),
-        "mean": round(float(values.mean()), 1),
-        "p95": round(float(np.percentile(values, 95)), 1),
-        "max": round(float(values.max()), 1),
+        "min": ordered[0],
+        "median": statistics.median(ordered),
+        "mean": round(statistics.fmean(ordered), 1),
+        "p95": ordered[math.ceil(0.95 * len(ordered)) - 1],
+        "max": ordered[-1],
     }

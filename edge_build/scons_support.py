@@ -10,7 +10,7 @@ import importlib.util
 import re
 from pathlib import Path
 
-from edge_build.data import EMBEDDED, EMBEDDED_PREFIX
+from edge_build.corpus import EMBEDDED, EMBEDDED_PREFIX
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 _IMPORT = re.compile(r"^\s*from edge_build(?:\.(\w+))? import ([\w, ()]+)", re.MULTILINE)

