@@ -61,8 +61,6 @@ CONFLICTS_LISTED = 50
 NEAR_PAIRS_LISTED = 50
 
 
-
-
 def corpus_labels(dataset: str, examples: list[Example]) -> list[str]:
     labels = sorted({e.label for e in examples})
     if len(labels) < 2:
