@@ -30,12 +30,10 @@ OUTPUT_FILES = ("report.md", "report.json")
 _BATCH = 256
 
 
-def token_counts(texts: list[bytes], vocab: Path, lower_case: bool) -> tuple[np.ndarray, np.ndarray]:
+def token_counts(tokenizer, unk_id: int, texts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     """Per text: its WordPiece tokens before truncation, and how many of them are ``[UNK]``."""
     import tensorflow as tf
 
-    tokenizer = load_tokenizer(vocab, lower_case)
-    unk_id = vocab.read_text(encoding="utf-8").splitlines().index(UNK)
     lengths, unknown = [], []
     for start in range(0, len(texts), _BATCH):
         ids = tokenizer.tokenize(tf.constant(texts[start:start + _BATCH])).merge_dims(-2, -1)
@@ -45,16 +43,18 @@ def token_counts(texts: list[bytes], vocab: Path, lower_case: bool) -> tuple[np.
 
 
 def token_figures(data_dir: Path, vocab: Path, lower_case: bool, sequence_length: int) -> dict:
+    tokens = vocab.read_text(encoding="utf-8").splitlines()
+    tokenizer = load_tokenizer(vocab, lower_case)
     figures = {}
     for split in SPLITS:
         texts, _ = read_split(data_dir / f"{split}.tfrecord")
-        lengths, unknown = token_counts(texts, vocab, lower_case)
+        lengths, unknown = token_counts(tokenizer, tokens.index(UNK), texts)
         figures[split] = {
             "tokens": distribution(lengths),
             "truncated_share": round(float(np.mean(lengths > sequence_length)), 4),
             "unk_rate": round(float(unknown.sum() / max(lengths.sum(), 1)), 5),
         }
-    return {"sequence_length": sequence_length, "lower_case": lower_case, "vocab_size": len(vocab.read_text(encoding="utf-8").splitlines()), "splits": figures}
+    return {"sequence_length": sequence_length, "lower_case": lower_case, "vocab_size": len(tokens), "splits": figures}
 
 
 def headline(summary: dict, tokens: dict) -> str:

@@ -3,8 +3,9 @@
 Reads the reference CPU SavedModel, the target's artifacts (SavedModels and
 ``.tflite`` files with their conversion reports and device checks), ``test.tfrecord``,
 ``labels.txt``, the data ``summary.json`` and ``report.json``, the quality gate's
-``quality.json``, ``train_log.json`` and, for INT8, the calibration summary. SavedModels are fed raw text through ``serving_default``
-(covering the tokenizer inside them); TF Lite models get the token ids of the
+``quality.json``, ``train_log.json`` and, for INT8, the calibration summary.
+SavedModels are fed raw text through ``serving_default`` (covering the
+tokenizer inside them); TF Lite models get the token ids of the
 reference's own vocabulary asset on TensorFlow's interpreter. Every artifact is
 compared with the reference; a breach of the profile's tolerances (the XLA
 SavedModel's logit error, TF Lite parity) fails the stage with the figures.
