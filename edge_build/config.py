@@ -107,22 +107,31 @@ class Tolerances:
     """How far an artifact may stray from the reference CPU SavedModel; breaches fail the build.
 
     Attributes:
-      xla_max_abs_logit: saved_model_xla against saved_model_cpu, largest absolute logit difference.
+      xla_max_abs_logit: saved_model_xla against saved_model_cpu, largest absolute logit difference,
+        when XLA runs on its CPU backend (the same float32 arithmetic, in another order).
+      xla_gpu_max_abs_logit: the same when XLA runs on a GPU, which may multiply in TF32 (on by
+        default in TensorFlow on Ampere and later: operands rounded to 10 mantissa bits).
       fp32_max_abs_logit: tflite_fp32 against the reference, largest absolute logit difference.
       int8_min_top1_agreement: tflite_int8, share of examples whose top class matches the reference.
       int8_max_accuracy_drop: tflite_int8, accuracy below the reference's, as a fraction (0.01 = 1 point).
     """
 
     xla_max_abs_logit: float = 1e-4
+    xla_gpu_max_abs_logit: float = 1e-2
     fp32_max_abs_logit: float = 1e-4
     int8_min_top1_agreement: float = 0.99
     int8_max_accuracy_drop: float = 0.01
 
     def __post_init__(self) -> None:
-        _require_positive(self, "xla_max_abs_logit", "fp32_max_abs_logit")
+        _require_positive(self, "xla_max_abs_logit", "xla_gpu_max_abs_logit", "fp32_max_abs_logit")
         for name in ("int8_min_top1_agreement", "int8_max_accuracy_drop"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"key '{name}': must be between 0 and 1, not {getattr(self, name)}")
+
+    def xla_limit(self, on_gpu: bool) -> tuple[str, float]:
+        """The key and value that bound saved_model_xla's logit error on the device XLA ran on."""
+        key = "xla_gpu_max_abs_logit" if on_gpu else "xla_max_abs_logit"
+        return key, getattr(self, key)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,6 +172,28 @@ class DeviceChecks:
 
 
 @dataclasses.dataclass(frozen=True)
+class XlaChecks:
+    """How saved_model_xla is warmed up and checked.
+
+    Attributes:
+      warmup_batch_sizes: the batch sizes of TF Serving's warm-up file
+        (``assets.extra/tf_serving_warmup_requests``). XLA compiles once per input
+        shape, so these are the sizes a server should expect; the check stage
+        times the first (compiling) and the steady-state call at each.
+      steady_runs: timed calls per signature and batch size after the first.
+    """
+
+    warmup_batch_sizes: tuple[int, ...] = (1, 8, 32)
+    steady_runs: int = 20
+
+    def __post_init__(self) -> None:
+        _require_positive(self, "steady_runs")
+        sizes = self.warmup_batch_sizes
+        if not sizes or any(size < 1 for size in sizes) or len(set(sizes)) != len(sizes):
+            raise ValueError(f"key 'warmup_batch_sizes': must list distinct batch sizes of 1 or more, not {list(sizes)}")
+
+
+@dataclasses.dataclass(frozen=True)
 class TargetProfile:
     """One deployment target, read from ``targets/<name>.toml``.
 
@@ -176,6 +207,7 @@ class TargetProfile:
       tolerances: parity limits against the reference CPU SavedModel.
       latency: budgets for the device checks.
       device: how the device checks run (golden set size, threads, batch, runs, timeout).
+      xla: warm-up batch sizes and timed calls of saved_model_xla.
     """
 
     name: str
@@ -187,6 +219,7 @@ class TargetProfile:
     tolerances: Tolerances = dataclasses.field(default_factory=Tolerances)
     latency: LatencyBudgets = dataclasses.field(default_factory=LatencyBudgets)
     device: DeviceChecks = dataclasses.field(default_factory=DeviceChecks)
+    xla: XlaChecks = dataclasses.field(default_factory=XlaChecks)
 
     def __post_init__(self) -> None:
         if not self.artifacts:

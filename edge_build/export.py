@@ -14,9 +14,13 @@ and must reproduce the in-memory model's logits on the validation split.
 With ``--jit-compile`` it writes the XLA flavour (``saved_model_xla``): the ids ->
 logits function is ``tf.function(jit_compile=True)`` with a fixed ``[None, L]``
 signature, and ``serving_default`` tokenizes outside the XLA cluster (tokenizer ops
-cannot be compiled) before calling it. XLA compiles per input shape on first use,
-so a server should make one warm-up call per batch size it serves right after
-loading; on a machine without a GPU, XLA's CPU backend runs it.
+cannot be compiled) before calling that compiled function. XLA compiles per input
+shape on first use, so the flavour also carries TF Serving's warm-up file
+(``assets.extra/tf_serving_warmup_requests``: both signatures at each
+``--warmup-batch-sizes``), which TF Serving replays after loading. Before the
+version directory gets its final name, each signature is called in a fresh process
+of its own and must make XLA compile (``edge_build.xla``); on a machine without a
+GPU, XLA's CPU backend runs it.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_build import cli, saved_model
+from edge_build import cli, saved_model, xla
 from edge_build.atomic import atomic_output
 from edge_build.config import Hyperparameters, load_hyperparameters
 from edge_build.errors import StageError
@@ -68,7 +72,10 @@ def make_serving_module(model, tokenizer, labels: list[str], sequence_length: in
             return {"logits": self.model(input_ids, training=False)}
 
         def _classify_text(self, text):
-            logits = self._classify_ids(encode(self.tokenizer, text, sequence_length))["logits"]
+            ids = encode(self.tokenizer, text, sequence_length)
+            # The XLA flavour calls the compiled function: string ops stay outside the cluster,
+            # ids -> logits runs inside it. The CPU flavour inlines the plain graph, as it always has.
+            logits = (self.classify_ids if jit_compile else self._classify_ids)(ids)["logits"]
             return {
                 "logits": logits,
                 "probabilities": tf.nn.softmax(logits),
@@ -78,7 +85,8 @@ def make_serving_module(model, tokenizer, labels: list[str], sequence_length: in
     return TextClassifier()
 
 
-def metadata(hparams: Hyperparameters, labels: list[str], vocab: Path, weights: Path, jit_compile: bool) -> dict:
+def metadata(hparams: Hyperparameters, labels: list[str], vocab: Path, weights: Path, warmup_batch_sizes: tuple[int, ...] | None) -> dict:
+    jit_compile = warmup_batch_sizes is not None
     return {
         "flavour": "xla" if jit_compile else "cpu",
         "jit_compile": jit_compile,
@@ -97,7 +105,10 @@ def metadata(hparams: Hyperparameters, labels: list[str], vocab: Path, weights: 
         },
         "hyperparameters": hparams.to_dict(),
         "load_note": "import tensorflow_text before tf.saved_model.load: the tokenizer's ops live there"
-        + ("; call each signature once per served batch size after loading: XLA compiles on first use" if jit_compile else ""),
+        + (f"; XLA compiles on the first call at each batch size: TF Serving replays {saved_model.WARMUP_FILE} "
+           f"(both signatures at batch sizes {', '.join(map(str, warmup_batch_sizes))}) after loading, other servers should do the same"
+           if jit_compile else ""),
+        **({"warmup_batch_sizes": list(warmup_batch_sizes)} if jit_compile else {}),
     }
 
 
@@ -124,10 +135,15 @@ def export(
     hparams_path: Path,
     model_source: Path,
     out_dir: Path,
-    jit_compile: bool = False,
+    warmup_batch_sizes: tuple[int, ...] | None = None,
 ) -> Path:
-    """Write the SavedModel to ``out_dir/1`` after a fresh-process reload check; return that path."""
+    """Write the SavedModel to ``out_dir/1`` after a fresh-process reload check; return that path.
+
+    With ``warmup_batch_sizes``, the XLA flavour with a warm-up file for those sizes.
+    """
     import tensorflow as tf
+
+    jit_compile = warmup_batch_sizes is not None
 
     hparams = load_hyperparameters(hparams_path)
     labels = read_labels(data_dir / "labels.txt")
@@ -159,16 +175,28 @@ def export(
         content_derived_uuid(staging / "fingerprint.pb")
         extra = staging / "assets.extra"
         extra.mkdir()
-        (extra / "metadata.json").write_text(json.dumps(metadata(hparams, labels, vocab, weights, jit_compile), indent=2) + "\n", encoding="utf-8")
-        if jit_compile and not saved_model.xla_compiled_functions(staging):
-            raise StageError(f"{final}: no function in the saved graph is marked for XLA compilation")
+        (extra / "metadata.json").write_text(json.dumps(metadata(hparams, labels, vocab, weights, warmup_batch_sizes), indent=2) + "\n", encoding="utf-8")
+        if jit_compile:
+            if not saved_model.xla_compiled_functions(staging):
+                raise StageError(f"{final}: no function in the saved graph is marked for XLA compilation")
+            xla.write_warmup_requests(staging / saved_model.WARMUP_FILE, hparams.tokenizer.sequence_length, warmup_batch_sizes)
         written = sorted(str(p.relative_to(staging)) for p in staging.rglob("*") if p.is_file())
-        if written != sorted(saved_model.FILES):
-            raise StageError(f"{final}: the export wrote {written}, the build expects {sorted(saved_model.FILES)}")
+        if written != sorted(saved_model.files(jit_compile)):
+            raise StageError(f"{final}: the export wrote {written}, the build expects {sorted(saved_model.files(jit_compile))}")
         expected = Path(scratch) / "expected.npz"
         np.savez(expected, texts=np.array([t.decode("utf-8") for t in val_texts]), logits=expected_logits)
         saved_model.check_in_fresh_process(staging, expected)
+        if jit_compile:
+            require_compilation(staging, final)
     return final
+
+
+def require_compilation(staging: Path, final: Path) -> None:
+    """Each signature, called once in a fresh process of its own, must make XLA compile a module."""
+    for signature, result in xla.probe_signatures(staging, [1], steady_runs=0).items():
+        if result["calls"][0]["modules_compiled"] == 0:
+            raise StageError(f"{final}: calling {signature} in a fresh process compiled no XLA module: the signature does not reach the jit-compiled function")
+    print(f"XLA check: serving_default and classify_ids each compile XLA in a fresh process ({xla.describe(result['device'])})")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -181,11 +209,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model-source", type=Path, required=True)
     parser.add_argument("--out-dir", type=Path, required=True, help="the SavedModel base directory; version 1 goes inside")
     parser.add_argument("--jit-compile", action="store_true", help="XLA-compile the ids -> logits function (the GPU flavour)")
+    parser.add_argument("--warmup-batch-sizes", type=int, nargs="+", default=[1, 8, 32],
+                        help="with --jit-compile: the batch sizes of TF Serving's warm-up requests (the profile's [xla] warmup_batch_sizes)")
     return parser
 
 
 def drive(args: argparse.Namespace) -> None:
-    path = export(args.data_dir, args.vocab, args.weights, args.train_log, args.hparams, args.model_source, args.out_dir, args.jit_compile)
+    sizes = tuple(args.warmup_batch_sizes) if args.jit_compile else None
+    path = export(args.data_dir, args.vocab, args.weights, args.train_log, args.hparams, args.model_source, args.out_dir, sizes)
     print(f"export: {'XLA' if args.jit_compile else 'CPU'} SavedModel ({size_of(path) / 1e6:.1f} MB) -> {path}")
 
 

@@ -24,6 +24,14 @@ FILES = (
     "assets/vocab.txt",
     "assets.extra/metadata.json",
 )
+#: TF Serving replays this file's requests after loading a model, before serving it; the XLA flavour has one.
+WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"
+XLA_FILES = (*FILES, WARMUP_FILE)
+
+
+def files(jit_compile: bool) -> tuple[str, ...]:
+    """The files of one flavour's export."""
+    return XLA_FILES if jit_compile else FILES
 SIGNATURES = ("serving_default", "classify_ids")
 # The fresh process runs the same kernels on the same CPU; anything beyond
 # float round-off means the saved graph is not the trained model.

@@ -1,0 +1,254 @@
+"""XLA in the exported SavedModel: TF Serving's warm-up requests, and a probe that watches XLA compile.
+
+    python -m edge_build.xla probe SAVED_MODEL --signature NAME --batch-sizes 1 8 32 --steady-runs 20 --out result.json
+    python -m edge_build.xla probe SAVED_MODEL --replay-warmup --out result.json
+
+The probe loads the SavedModel in the process it runs in, which must have been
+started with XLA's dump directory set (``run_probe`` starts it so): XLA writes one
+``module_NNNN.*`` family of files for every module it compiles, whatever the backend
+(CPU or GPU), so counting module numbers before and after a call tells exactly
+what that call compiled. That is XLA's own documented output; the alternatives are
+not: ``experimental_get_compiler_ir`` needs the Python ``tf.function``, which a
+loaded SavedModel no longer has, and TensorFlow's XLA compilation counters are
+C++ monitoring cells with no public reader.
+
+A SavedModel's functions share one compilation cache per process: a signature
+called after another at the same shape compiles nothing. Each signature is
+therefore probed in a process of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from edge_build import cli
+from edge_build.errors import StageError
+from edge_build.saved_model import WARMUP_FILE, load
+
+#: Content does not matter to XLA, which compiles per shape; no data of the user's goes into the model.
+WARMUP_TEXT = b"edge-build warm-up request"
+#: The real call made after the replay must differ in content from the warm-up requests.
+REAL_CALL_TEXT = b"a first real request after the warm-up"
+SIGNATURE_INPUTS = {"serving_default": "text", "classify_ids": "input_ids"}
+PROBE_TIMEOUT_S = 600
+
+
+def warmup_requests(sequence_length: int, batch_sizes: tuple[int, ...]) -> list:
+    """``PredictionLog`` protos: both signatures at every batch size, smallest first."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
+    logs = []
+    for batch in sorted(batch_sizes):
+        for signature in SIGNATURE_INPUTS:
+            request = predict_pb2.PredictRequest(
+                model_spec=model_pb2.ModelSpec(signature_name=signature),
+                inputs={name: tf.make_tensor_proto(value) for name, value in call_inputs(signature, batch, sequence_length).items()},
+            )
+            logs.append(prediction_log_pb2.PredictionLog(predict_log=prediction_log_pb2.PredictLog(request=request)))
+    return logs
+
+
+def write_warmup_requests(path: Path, sequence_length: int, batch_sizes: tuple[int, ...]) -> None:
+    """TF Serving's warm-up file: a TFRecord of serialized ``PredictionLog``s."""
+    import tensorflow as tf
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for log in warmup_requests(sequence_length, batch_sizes):
+            writer.write(log.SerializeToString(deterministic=True))
+
+
+def read_warmup_requests(path: Path) -> list[tuple[str, dict]]:
+    """The warm-up file as ``(signature, {input name: numpy array})``, in file order."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    if not path.is_file():
+        raise StageError(f"{path}: no warm-up file (the XLA export writes it)")
+    requests = []
+    for record in tf.data.TFRecordDataset(str(path)):
+        request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+        requests.append((request.model_spec.signature_name, {name: tf.make_ndarray(proto) for name, proto in request.inputs.items()}))
+    return requests
+
+
+def compute_device() -> dict:
+    """Where TensorFlow runs XLA here: its first GPU with name and compute capability, else XLA's CPU backend."""
+    import platform
+
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        details = tf.config.experimental.get_device_details(gpus[0])
+        capability = details.get("compute_capability")
+        return {
+            "device": "/GPU:0",
+            "backend": "gpu",
+            "name": details.get("device_name", gpus[0].name),
+            "compute_capability": ".".join(map(str, capability)) if capability else None,
+        }
+    return {"device": "/CPU:0", "backend": "cpu", "name": cpu_model() or platform.machine(), "compute_capability": None}
+
+
+def cpu_model() -> str | None:
+    try:
+        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), None)
+
+
+def describe(device: dict) -> str:
+    """One line naming where the figures were taken."""
+    if device["backend"] == "gpu":
+        return f"{device['device']} ({device['name']}, compute capability {device['compute_capability']})"
+    return f"{device['device']} ({device['name']}): XLA's CPU backend, no GPU visible to TensorFlow"
+
+
+def _compiled_modules(dump_dir: Path) -> set[str]:
+    return {p.name.split(".", 1)[0] for p in dump_dir.iterdir() if p.name.startswith("module_")}
+
+
+class _Watch:
+    """Calls a loaded signature and reports what XLA compiled during the call and how long it took."""
+
+    def __init__(self, loaded, dump_dir: Path, device: str):
+        self.loaded, self.dump_dir, self.device = loaded, dump_dir, device
+
+    def call(self, signature: str, inputs: dict) -> tuple[int, float]:
+        import tensorflow as tf
+
+        tensors = {name: tf.constant(value) for name, value in inputs.items()}
+        function = self.loaded.signatures[signature]
+        before = _compiled_modules(self.dump_dir)
+        started = time.perf_counter()
+        with tf.device(self.device):
+            outputs = function(**tensors)
+        _ = [tensor.numpy() for tensor in outputs.values()]  # wait for the result, not just the dispatch
+        elapsed_ms = (time.perf_counter() - started) * 1e3
+        return len(_compiled_modules(self.dump_dir) - before), elapsed_ms
+
+
+def call_inputs(signature: str, batch: int, sequence_length: int, real: bool = False) -> dict:
+    """A warm-up request's inputs at ``batch``; with ``real``, the same shapes with other content."""
+    import numpy as np
+
+    if signature == "serving_default":
+        return {"text": np.array([REAL_CALL_TEXT if real else WARMUP_TEXT] * batch, dtype=object)}
+    return {"input_ids": np.full([batch, sequence_length], 1 if real else 0, dtype=np.int32)}
+
+
+def probe_signature(watch: _Watch, signature: str, batch_sizes: list[int], steady_runs: int, sequence_length: int) -> list[dict]:
+    """Per batch size: modules compiled by the first call and its time, then ``steady_runs`` timed calls."""
+    rows = []
+    for batch in batch_sizes:
+        inputs = call_inputs(signature, batch, sequence_length)
+        compiled, first_ms = watch.call(signature, inputs)
+        steady = [watch.call(signature, inputs) for _ in range(steady_runs)]
+        times = sorted(ms for _, ms in steady)
+        rows.append({
+            "batch": batch,
+            "modules_compiled": compiled,
+            "first_call_ms": first_ms,
+            "steady_runs": steady_runs,
+            "recompiled_in_steady_calls": sum(n for n, _ in steady),
+            "steady_p50_ms": statistics.median(times) if times else None,
+            "steady_min_ms": times[0] if times else None,
+        })
+    return rows
+
+
+def replay_warmup(watch: _Watch, saved_model: Path, sequence_length: int) -> dict:
+    """TF Serving's warm-up, replayed: each request in file order, then one real call per signature and shape."""
+    requests = read_warmup_requests(saved_model / WARMUP_FILE)
+    replayed = []
+    for signature, inputs in requests:
+        compiled, elapsed_ms = watch.call(signature, inputs)
+        replayed.append({"signature": signature, "batch": int(next(iter(inputs.values())).shape[0]), "modules_compiled": compiled, "replay_ms": elapsed_ms})
+    real = []
+    for signature, batch in sorted({(r["signature"], r["batch"]) for r in replayed}):
+        compiled, elapsed_ms = watch.call(signature, call_inputs(signature, batch, sequence_length, real=True))
+        real.append({"signature": signature, "batch": batch, "modules_compiled": compiled, "call_ms": elapsed_ms})
+    return {"requests": replayed, "real_calls_after": real}
+
+
+def probe(saved_model: Path, signature: str | None, batch_sizes: list[int], steady_runs: int, replay: bool) -> dict:
+    """Run in the probe's own process (``XLA_FLAGS`` already naming the dump directory)."""
+    dump_dir = Path(os.environ["EDGE_BUILD_XLA_DUMP"])
+    device = compute_device()
+    loaded = load(saved_model)
+    sequence_length = json.loads((saved_model / "assets.extra" / "metadata.json").read_text(encoding="utf-8"))["sequence_length"]
+    watch = _Watch(loaded, dump_dir, device["device"])
+    result = {"saved_model": str(saved_model), "device": device}
+    if replay:
+        result["warmup"] = replay_warmup(watch, saved_model, sequence_length)
+    else:
+        result["signature"] = signature
+        result["calls"] = probe_signature(watch, signature, batch_sizes, steady_runs, sequence_length)
+    return result
+
+
+def run_probe(saved_model: Path, *arguments: str) -> dict:
+    """``probe`` in a fresh process whose XLA dumps every module it compiles into a private directory."""
+    with tempfile.TemporaryDirectory() as scratch:
+        dump_dir, out = Path(scratch) / "xla_dump", Path(scratch) / "probe.json"
+        dump_dir.mkdir()
+        environment = {
+            **os.environ,
+            # Appended: XLA reads the last value of a repeated flag, and keeps the user's other flags.
+            "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={dump_dir}".strip(),
+            "EDGE_BUILD_XLA_DUMP": str(dump_dir),
+        }
+        command = [sys.executable, "-m", "edge_build.xla", "probe", str(saved_model), *arguments, "--out", str(out)]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=PROBE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise StageError(f"{saved_model}: the XLA probe ({' '.join(arguments)}) ran past {PROBE_TIMEOUT_S} s") from None
+        if done.returncode != 0:
+            lines = [line for line in done.stderr.splitlines() if line.startswith("error:")] or done.stderr.strip().splitlines()[-1:]
+            raise StageError(f"{saved_model}: the XLA probe ({' '.join(arguments)}) failed in a fresh process: {' '.join(lines) or 'exit ' + str(done.returncode)}")
+        return json.loads(out.read_text(encoding="utf-8"))
+
+
+def probe_signatures(saved_model: Path, batch_sizes: list[int], steady_runs: int) -> dict[str, dict]:
+    """Each signature probed in its own fresh process (they share one compilation cache within a process)."""
+    sizes = [str(size) for size in batch_sizes]
+    return {
+        signature: run_probe(saved_model, "--signature", signature, "--batch-sizes", *sizes, "--steady-runs", str(steady_runs))
+        for signature in SIGNATURE_INPUTS
+    }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m edge_build.xla", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    probe_command = commands.add_parser("probe", help="load a SavedModel and record what XLA compiles per call (run_probe starts this)")
+    probe_command.add_argument("saved_model", type=Path)
+    what = probe_command.add_mutually_exclusive_group(required=True)
+    what.add_argument("--signature", choices=sorted(SIGNATURE_INPUTS))
+    what.add_argument("--replay-warmup", action="store_true", help=f"replay {WARMUP_FILE}, then make one real call per signature and shape")
+    probe_command.add_argument("--batch-sizes", type=int, nargs="+", default=[1])
+    probe_command.add_argument("--steady-runs", type=int, default=0)
+    probe_command.add_argument("--out", type=Path, required=True)
+    return parser
+
+
+def drive(args: argparse.Namespace) -> None:
+    if "EDGE_BUILD_XLA_DUMP" not in os.environ:
+        raise StageError("the probe needs XLA's dump directory: start it with edge_build.xla.run_probe")
+    result = probe(args.saved_model, args.signature, args.batch_sizes, args.steady_runs, args.replay_warmup)
+    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    sys.exit(cli.run(build_parser, drive))
