@@ -3,7 +3,8 @@
 Reads the reference CPU SavedModel, the target's artifacts (SavedModels and
 ``.tflite`` files with their conversion reports and device checks), ``test.tfrecord``,
 ``labels.txt``, the data ``summary.json`` and ``report.json``, the quality gate's
-``quality.json``, ``train_log.json`` and, for INT8, the calibration summary.
+``quality.json``, ``train_log.json``, for the XLA SavedModel ``xla_checks.json`` and,
+for INT8, the calibration summary.
 SavedModels are fed raw text through ``serving_default`` (covering the
 tokenizer inside them); TF Lite models get the token ids of the
 reference's own vocabulary asset on TensorFlow's interpreter. Every artifact is
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_build import cli, parity, saved_model
+from edge_build import cli, parity, saved_model, xla
 from edge_build.atomic import atomic_outputs
 from edge_build.config import ARTIFACTS, TargetProfile, load_profile
 from edge_build.errors import StageError
@@ -53,6 +54,7 @@ def evaluate(profile: TargetProfile, reference: Path, target_dir: Path, data_dir
     texts, y_true = read_split(data_dir / "test.tfrecord")
     reference_logits = saved_model.checked_logits(reference, texts, labels)
     ids = None
+    on_gpu = "saved_model_xla" in profile.artifacts and xla.compute_device()["backend"] == "gpu"
     results, failures, predictions = {}, [], {REFERENCE: np.argmax(reference_logits, axis=-1)}
     for name in profile.artifacts:
         path = target_dir / ARTIFACTS[name].path
@@ -62,7 +64,7 @@ def evaluate(profile: TargetProfile, reference: Path, target_dir: Path, data_dir
         else:
             logits = saved_model.checked_logits(path, texts, labels)
         figures = parity.compare(reference_logits, logits, y_true)
-        broken = parity.breaches(name, figures, profile.tolerances)
+        broken = parity.breaches(name, figures, profile.tolerances, on_gpu)
         failures += [f"{name}: {b}" for b in broken]
         predictions[name] = np.argmax(logits, axis=-1)
         results[name] = {
@@ -129,10 +131,12 @@ class Context:
     train_log: dict
     tflite_reports: dict
     device_summary: dict | None
+    xla_checks: dict | None
     calibration: dict | None
 
     @classmethod
-    def read(cls, profile: TargetProfile, target_dir: Path, data_dir: Path, quality: Path, train_log: Path, calibration_summary: Path | None) -> "Context":
+    def read(cls, profile: TargetProfile, target_dir: Path, data_dir: Path, quality: Path, train_log: Path, calibration_summary: Path | None,
+             xla_checks: Path | None) -> "Context":
         return cls(
             data_summary=read_json(data_dir / "summary.json"),
             data_report=read_json(data_dir / "report.json"),
@@ -140,6 +144,7 @@ class Context:
             train_log=read_json(train_log),
             tflite_reports={name: read_json(target_dir / f"{name}.json") for name in profile.tflite_artifacts},
             device_summary=read_json(target_dir / "device_checks.json") if profile.tflite_artifacts else None,
+            xla_checks=read_json(xla_checks) if xla_checks else None,
             calibration=read_json(calibration_summary) if calibration_summary else None,
         )
 
@@ -151,6 +156,30 @@ def read_json(path: Path) -> dict:
 def interval(figures: dict) -> str:
     low, high = figures["ci95"]
     return f"{low:.3f}–{high:.3f}"
+
+
+def render_xla_checks(checks: dict) -> list[str]:
+    tolerance = checks["parity"]["tolerance"]
+    lines = ["", "## XLA SavedModel: both signatures, compiled and warmed up", "",
+             f"Every figure below was taken on {xla.describe(checks['device'])} (`xla_checks.json`). "
+             f"Parity: both signatures of `saved_model_xla` on all {checks['parity']['examples']} test examples against the reference CPU SavedModel "
+             f"(`classify_ids` on the reference's token ids, `serving_default` on the raw texts), max abs Δlogit allowed {tolerance['max_abs_logit']:g} (`{tolerance['key']}`).", ""]
+    rows = [[f"`{signature}`", f"{f['max_abs_logit_error']:.3g}", f"{f['mean_abs_logit_error']:.3g}", f"{f['top1_agreement']:.4f}",
+             str(f.get("labels_differing", "— (no label output)")), "pass"] for signature, f in checks["parity"]["signatures"].items()]
+    lines += table(["signature", "max abs Δlogit", "mean abs Δlogit", "top-1 agreement", "labels differing", "gate"], rows)
+    lines += ["", "Compilation, each signature in a fresh process of its own (XLA's dump directory counts the modules it compiles; "
+                  "the first call at a batch size compiles, the steady-state calls after it must not):", ""]
+    rows = [[f"`{signature}`", c["batch"], c["modules_compiled"], f"{c['first_call_ms']:.1f}", f"{c['steady_p50_ms']:.3f}", f"{c['steady_min_ms']:.3f}", c["steady_runs"], c["recompiled_in_steady_calls"]]
+            for signature, calls in checks["compilation"].items() for c in calls]
+    lines += table(["signature", "batch", "XLA modules compiled", "first call ms (compiles)", "steady p50 ms", "steady min ms", "steady calls", "recompiled"], rows)
+    warmup, control = checks["warmup"], checks["control"]
+    compiled = sum(r["modules_compiled"] for r in warmup["requests"])
+    lines += ["", f"Warm-up: replaying `{saved_model.WARMUP_FILE}` as TF Serving does ({len(warmup['requests'])} requests, "
+                  f"{compiled} XLA modules compiled, {sum(r['replay_ms'] for r in warmup['requests']):.0f} ms) left nothing to compile: "
+                  f"the first real call at each of its {len(warmup['real_calls_after'])} signature and batch-size pairs compiled "
+                  f"{sum(r['modules_compiled'] for r in warmup['real_calls_after'])} modules. "
+                  f"Control: the CPU flavour's `{control['signature']}` compiled {control['modules_compiled']} XLA modules in a fresh process."]
+    return lines
 
 
 def render_quality(quality: dict) -> list[str]:
@@ -210,6 +239,8 @@ def render_markdown(evaluation: dict, profile: TargetProfile, context: Context) 
             if "quantization_errors" in rep:
                 lines += ["", f"### {name}: per-layer quantization error (worst first)", "", "RMSE of each layer's INT8 output against float, also in quantization steps (0.29 is the rounding floor).", ""]
                 lines += table(["op", "tensor", "scale", "RMSE", "RMSE / step", "max abs error"], [[e["op"], f"`{e['tensor']}`", f"{e['scale']:.4g}", f"{e['rmse']:.4g}", f"{e['rmse_in_steps']:.3f}", f"{e['max_abs_error']:.4g}"] for e in rep["quantization_errors"][:10]])
+    if context.xla_checks:
+        lines += render_xla_checks(context.xla_checks)
     if context.device_summary:
         lines += render_device_checks(context.device_summary, profile)
     calibration = context.calibration
@@ -239,9 +270,12 @@ def render_markdown(evaluation: dict, profile: TargetProfile, context: Context) 
     return "\n".join(lines) + "\n"
 
 
-def build_report(profile: TargetProfile, reference: Path, target_dir: Path, data_dir: Path, quality: Path, train_log: Path, calibration_summary: Path | None) -> dict:
+def build_report(profile: TargetProfile, reference: Path, target_dir: Path, data_dir: Path, quality: Path, train_log: Path, calibration_summary: Path | None,
+                 xla_checks: Path | None = None) -> dict:
+    if ("saved_model_xla" in profile.artifacts) != (xla_checks is not None):
+        raise StageError(f"targets/{profile.name}.toml: the XLA checks' record is given exactly when the profile lists saved_model_xla")
     evaluation = evaluate(profile, reference, target_dir, data_dir)
-    context = Context.read(profile, target_dir, data_dir, quality, train_log, calibration_summary)
+    context = Context.read(profile, target_dir, data_dir, quality, train_log, calibration_summary, xla_checks)
     with atomic_outputs(target_dir / "eval.json", target_dir / "report.md") as (eval_tmp, report_tmp):
         eval_tmp.write_text(json.dumps(evaluation, indent=2) + "\n", encoding="utf-8")
         report_tmp.write_text(render_markdown(evaluation, profile, context), encoding="utf-8")
@@ -269,12 +303,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--quality", type=Path, required=True, help="the quality gate's quality.json")
     parser.add_argument("--train-log", type=Path, required=True)
     parser.add_argument("--calibration-summary", type=Path, help="the calibration stage's summary.json (targets with tflite_int8)")
+    parser.add_argument("--xla-checks", type=Path, help="the xla_check stage's xla_checks.json (targets with saved_model_xla)")
     return parser
 
 
 def drive(args: argparse.Namespace) -> None:
     profile = load_profile(args.profile.parent, args.profile.stem)
-    evaluation = build_report(profile, args.reference, args.target_dir, args.data_dir, args.quality, args.train_log, args.calibration_summary)
+    evaluation = build_report(profile, args.reference, args.target_dir, args.data_dir, args.quality, args.train_log, args.calibration_summary, args.xla_checks)
     print(headline(evaluation, args.target_dir / "report.md"))
 
 

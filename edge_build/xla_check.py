@@ -1,0 +1,176 @@
+"""Stage *xla_check*: the XLA SavedModel runs XLA, matches the reference and is warmed up by its own file.
+
+Reads the reference CPU SavedModel, the target's ``saved_model_xla``, the profile and
+``test.tfrecord``; writes ``--out`` (``<target>/xla_checks.json``; never cached: its
+timings are this machine's). Three checks, each
+failing the stage with a table of what broke:
+
+- parity on the whole test split: ``classify_ids`` on the reference's token ids and
+  ``serving_default`` on the raw texts, logits within the profile's tolerance
+  (``xla_max_abs_logit`` on XLA's CPU backend, ``xla_gpu_max_abs_logit`` on a GPU)
+  and the same labels, but where the reference's top two logits lie within twice
+  the tolerance (a tie the tolerance allows either way);
+- compilation: each signature, in a fresh process of its own, compiles an XLA
+  module at the first call at each warm-up batch size, and nothing more in the
+  steady-state calls after it (``edge_build.xla`` counts XLA's dumped modules);
+- warm-up: replaying ``assets.extra/tf_serving_warmup_requests`` as TF Serving does
+  leaves nothing to compile for the first real call at those shapes, and the file
+  covers the profile's batch sizes.
+
+A fresh process loading the CPU flavour's ``serving_default`` must compile nothing:
+that control shows the count tells the flavours apart. When TensorFlow sees a GPU,
+everything runs on ``/GPU:0`` and the device's name and compute capability are recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from edge_build import cli, parity, saved_model, xla
+from edge_build.atomic import write_json
+from edge_build.config import TargetProfile, load_profile
+from edge_build.errors import StageError
+from edge_build.records import read_split
+
+ARTIFACT = "saved_model_xla"
+
+
+def signature_logits(path: Path, texts: list[bytes], ids: np.ndarray, device: str) -> dict:
+    """Both signatures of a SavedModel over the whole split: ``classify_ids`` logits, ``serving_default`` logits and labels."""
+    import tensorflow as tf
+
+    loaded = saved_model.load(path)
+    with tf.device(device):
+        by_ids = saved_model.serve_in_batches(lambda batch: loaded.signatures["classify_ids"](input_ids=batch), ids)
+        by_text = saved_model.serve_in_batches(lambda batch: loaded.signatures["serving_default"](text=batch), texts)
+    return {"classify_ids": by_ids["logits"], "serving_default": by_text["logits"], "labels": [label.decode("utf-8") for label in by_text["label"]]}
+
+
+def compare_signatures(reference: dict, candidate: dict, y_true: np.ndarray, limit: float) -> dict:
+    """Per signature: the parity figures, and for ``serving_default`` the examples whose label differs beyond a near-tie."""
+    results = {}
+    for signature in xla.SIGNATURE_INPUTS:
+        figures = parity.compare(reference[signature], candidate[signature], y_true)
+        results[signature] = {key: figures[key] for key in ("max_abs_logit_error", "mean_abs_logit_error", "top1_agreement")}
+    top_two = np.sort(reference["serving_default"], axis=-1)[:, -2:]
+    near_tie = (top_two[:, 1] - top_two[:, 0]) <= 2 * limit
+    differing = [i for i, (a, b) in enumerate(zip(reference["labels"], candidate["labels"])) if a != b]
+    results["serving_default"]["labels_differing"] = len(differing)
+    results["serving_default"]["labels_differing_beyond_a_tie"] = [i for i in differing if not near_tie[i]]
+    return results
+
+
+def check_parity(reference: Path, model: Path, data_dir: Path, device: dict, profile: TargetProfile) -> tuple[dict, list[tuple[str, str, str]]]:
+    texts, y_true = read_split(data_dir / "test.tfrecord")
+    ids = saved_model.token_ids(reference, texts)
+    # The reference stays on the CPU, as it is served; the XLA flavour runs where XLA would.
+    expected = signature_logits(reference, texts, ids, "/CPU:0")
+    actual = signature_logits(model, texts, ids, device["device"])
+    key, limit = profile.tolerances.xla_limit(device["backend"] == "gpu")
+    results = compare_signatures(expected, actual, y_true, limit)
+    failures = []
+    for signature, figures in results.items():
+        if not figures["max_abs_logit_error"] <= limit:
+            failures.append((ARTIFACT, f"{signature} on {device['device']}", f"max |Δlogit| {figures['max_abs_logit_error']:.6g} (allowed <= {limit:g}, {key})"))
+    beyond = results["serving_default"]["labels_differing_beyond_a_tie"]
+    if beyond:
+        failures.append((ARTIFACT, f"serving_default on {device['device']}", f"label differs from the reference's on test examples {beyond[:10]} ({len(beyond)} in all)"))
+    return {"examples": len(texts), "tolerance": {"key": key, "max_abs_logit": limit}, "signatures": results}, failures
+
+
+def check_compilation(model: Path, profile: TargetProfile) -> tuple[dict, list[tuple[str, str, str]], dict]:
+    """Each signature probed in its own fresh process; also returns the device the probes ran on."""
+    sizes = list(profile.xla.warmup_batch_sizes)
+    probes = xla.probe_signatures(model, sizes, profile.xla.steady_runs)
+    failures = []
+    for signature, result in probes.items():
+        for call in result["calls"]:
+            where = f"{signature} batch {call['batch']}"
+            if call["modules_compiled"] == 0:
+                failures.append((ARTIFACT, where, "the first call compiled no XLA module: the signature does not reach the jit-compiled function"))
+            if call["recompiled_in_steady_calls"]:
+                failures.append((ARTIFACT, where, f"steady-state calls compiled {call['recompiled_in_steady_calls']} more module(s) at an unchanged shape"))
+    return {signature: result["calls"] for signature, result in probes.items()}, failures, next(iter(probes.values()))["device"]
+
+
+def check_warmup(model: Path, profile: TargetProfile) -> tuple[dict, list[tuple[str, str, str]]]:
+    warmup = xla.run_probe(model, "--replay-warmup")["warmup"]
+    failures = []
+    expected = {(signature, size) for signature in xla.SIGNATURE_INPUTS for size in profile.xla.warmup_batch_sizes}
+    covered = {(r["signature"], r["batch"]) for r in warmup["requests"]}
+    for signature, size in sorted(expected - covered):
+        failures.append((ARTIFACT, saved_model.WARMUP_FILE, f"no warm-up request for {signature} at batch {size} (the profile's warmup_batch_sizes)"))
+    for call in warmup["real_calls_after"]:
+        if call["modules_compiled"]:
+            failures.append((ARTIFACT, f"{call['signature']} batch {call['batch']}", f"the first real call after the warm-up replay compiled {call['modules_compiled']} module(s)"))
+    return warmup, failures
+
+
+def check_control(reference: Path) -> tuple[dict, list[tuple[str, str, str]]]:
+    (call,) = xla.run_probe(reference, "--signature", "serving_default", "--batch-sizes", "1")["calls"]
+    control = {"artifact": "saved_model_cpu", "signature": "serving_default", "batch": 1, "modules_compiled": call["modules_compiled"]}
+    if call["modules_compiled"]:
+        return control, [("saved_model_cpu", "serving_default batch 1", f"the CPU flavour compiled {call['modules_compiled']} XLA module(s) too "
+                                                                      "(is TF_XLA_FLAGS auto-clustering on?): the counts cannot tell the flavours apart")]
+    return control, []
+
+
+def xla_checks(profile: TargetProfile, reference: Path, model: Path, data_dir: Path, out: Path) -> dict:
+    compilation, failures, device = check_compilation(model, profile)
+    warmup, broken = check_warmup(model, profile)
+    failures += broken
+    control, broken = check_control(reference)
+    failures += broken
+    parity_figures, broken = check_parity(reference, model, data_dir, device, profile)
+    failures += broken
+    if failures:
+        print(parity.failure_table(failures), file=sys.stderr)
+        raise StageError(f"{model}: XLA checks failed for targets/{profile.name}.toml (table above)")
+    record = {
+        "target": profile.name,
+        "artifact": ARTIFACT,
+        "device": device,
+        "parity": parity_figures,
+        "compilation": compilation,
+        "warmup": warmup,
+        "control": control,
+    }
+    write_json(out, record)
+    return record
+
+
+def summary_lines(record: dict) -> list[str]:
+    lines = [f"xla: ran on {xla.describe(record['device'])}"]
+    for signature, figures in record["parity"]["signatures"].items():
+        lines.append(f"xla: {signature} on {record['parity']['examples']} test examples: max |Δlogit| {figures['max_abs_logit_error']:.3g} "
+                     f"(allowed {record['parity']['tolerance']['max_abs_logit']:g}), top-1 agreement {figures['top1_agreement']:.4f}")
+    for signature, calls in record["compilation"].items():
+        timings = ", ".join(f"batch {c['batch']}: first {c['first_call_ms']:.0f} ms, then {c['steady_p50_ms']:.2f} ms" for c in calls)
+        lines.append(f"xla: {signature} compiles once per shape ({timings})")
+    replayed = record["warmup"]["requests"]
+    lines.append(f"xla: warm-up file replayed ({len(replayed)} requests); the first real calls after it compiled nothing")
+    return lines
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m edge_build.xla_check", description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", type=Path, required=True, help="targets/<name>.toml")
+    parser.add_argument("--reference", type=Path, required=True, help="the reference CPU SavedModel's version directory")
+    parser.add_argument("--model", type=Path, required=True, help="saved_model_xla's version directory")
+    parser.add_argument("--data-dir", type=Path, required=True, help="the data stage's output directory")
+    parser.add_argument("--out", type=Path, required=True, help="xla_checks.json")
+    return parser
+
+
+def drive(args: argparse.Namespace) -> None:
+    profile = load_profile(args.profile.parent, args.profile.stem)
+    record = xla_checks(profile, args.reference, args.model, args.data_dir, args.out)
+    print("\n".join(summary_lines(record)))
+
+
+if __name__ == "__main__":
+    sys.exit(cli.run(build_parser, drive))
