@@ -113,6 +113,10 @@ int8_max_accuracy_drop = 0.2
 fp32_p50_ms = 1000.0
 int8_p50_ms = 1000.0
 
+[xla]
+warmup_batch_sizes = [1, 8]
+steady_runs = 3
+
 [device]
 warmup = 2
 runs = 20
@@ -133,15 +137,16 @@ def reported_copy(tiny_artifacts: dict, destination: Path) -> dict:
 
     shutil.copytree(tiny_artifacts["target"], destination)
     profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
-    report.build_report(profile, tiny_artifacts["saved_model"], destination, tiny_artifacts["data"], tiny_artifacts["quality"], tiny_artifacts["train_log"], None)
+    report.build_report(profile, tiny_artifacts["saved_model"], destination, tiny_artifacts["data"], tiny_artifacts["quality"], tiny_artifacts["train_log"], None,
+                        destination / "xla_checks.json")
     args = (profile, destination, tiny_artifacts["data"], tiny_artifacts["model"], tiny_artifacts["vocab"], tiny_artifacts["calibration"] / "summary.json")
     return {"target": destination, "profile": profile, "manifest_args": args, "record": manifest.build_manifest(*args)}
 
 
 @pytest.fixture(scope="session")
 def tiny_artifacts(tiny_build) -> dict[str, Path]:
-    """The tiny model compiled for ``TINY_PROFILE``: calibration set, both TF Lite models, XLA SavedModel."""
-    from edge_build import calibrate, export, tflite
+    """The tiny model compiled for ``TINY_PROFILE``: calibration set, both TF Lite models, XLA SavedModel, device and XLA checks."""
+    from edge_build import calibrate, device_check, export, tflite, xla_check
     from edge_build.config import load_profile
 
     root = tiny_build["root"]
@@ -163,12 +168,12 @@ def tiny_artifacts(tiny_build) -> dict[str, Path]:
         tflite.convert(precision, inputs, profile, paths["profile"], paths[f"tflite_{precision}"], target / f"tflite_{precision}.json")
     paths["saved_model_xla"] = export.export(
         tiny_build["data"], tiny_build["vocab"], tiny_build["weights"], tiny_build["train_log"], tiny_build["hparams"],
-        REPO / "model_src" / "model.py", target / "saved_model_xla", jit_compile=True,
+        REPO / "model_src" / "model.py", target / "saved_model_xla", warmup_batch_sizes=profile.xla.warmup_batch_sizes,
     )
     # As SCons does: the target's saved_model_cpu is a copy of the reference export.
     shutil.copytree(tiny_build["saved_model"], target / "saved_model_cpu" / "1")
     paths["target"] = target
-    from edge_build import device_check
-
     device_check.device_checks(profile, tiny_build["saved_model"], target, tiny_build["data"])
+    paths["xla_checks"] = target / "xla_checks.json"
+    xla_check.xla_checks(profile, tiny_build["saved_model"], paths["saved_model_xla"], tiny_build["data"], paths["xla_checks"])
     return paths

@@ -40,7 +40,7 @@ TFLITE = 'description = "x"\narch = "x86_64"\nartifacts = ["tflite_int8"]\n[[run
 @pytest.mark.parametrize(
     "text, message",
     [
-        (BASE + 'colour = "red"\n', "unknown key 'colour' (allowed: description, arch, artifacts, quantization, runtimes, tolerances, latency, device)"),
+        (BASE + 'colour = "red"\n', "unknown key 'colour' (allowed: description, arch, artifacts, quantization, runtimes, tolerances, latency, device, xla)"),
         (BASE.replace("x86_64", "riscv"), "key 'arch' is 'riscv' (allowed: x86_64, aarch64)"),
         (BASE.replace("saved_model_cpu", "onnx"), "unknown artifact 'onnx' (allowed: saved_model_cpu, saved_model_xla, tflite_fp32, tflite_int8)"),
         (BASE.replace('["saved_model_cpu"]', "[]"), "key 'artifacts': must name at least one"),
@@ -60,6 +60,10 @@ TFLITE = 'description = "x"\narch = "x86_64"\nartifacts = ["tflite_int8"]\n[[run
         (TFLITE + "[latency]\nint8_p50_ms = 0\n", "key 'latency.int8_p50_ms': must be greater than 0"),
         (TFLITE + "[device]\nruns = 0\n", "key 'device.runs': must be greater than 0"),
         (TFLITE + "[device]\nwarmup = -1\n", "key 'device.warmup': must be 0 or more"),
+        (BASE + "[xla]\nwarmup_batch_sizes = [1, 1]\n", "key 'xla.warmup_batch_sizes': must list distinct batch sizes of 1 or more, not [1, 1]"),
+        (BASE + "[xla]\nwarmup_batch_sizes = []\n", "key 'xla.warmup_batch_sizes': must list distinct batch sizes of 1 or more, not []"),
+        (BASE + "[xla]\nsteady_runs = 0\n", "key 'xla.steady_runs': must be greater than 0"),
+        (BASE + "[tolerances]\nxla_gpu_max_abs_logit = 0\n", "key 'tolerances.xla_gpu_max_abs_logit': must be greater than 0"),
     ],
 )
 def test_bad_profiles_fail_with_file_key_and_choices(tmp_path: Path, text: str, message: str):

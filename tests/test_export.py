@@ -1,4 +1,6 @@
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -6,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edge_build import export, saved_model
+from edge_build import export, saved_model, xla
 from edge_build.errors import StageError
 from edge_build.provenance import sha256_file
 
@@ -92,15 +94,72 @@ def test_weights_that_load_only_in_part_are_caught(tiny_build, tmp_path: Path):
 
 
 def test_the_xla_flavour_compiles_ids_to_logits_and_matches_the_cpu_model(tiny_artifacts):
-    xla, cpu = tiny_artifacts["saved_model_xla"], tiny_artifacts["saved_model"]
-    assert xla.parent.name == "saved_model_xla"
-    assert saved_model.xla_compiled_functions(xla) and not saved_model.xla_compiled_functions(cpu)
-    meta = json.loads((xla / "assets.extra" / "metadata.json").read_text())
-    assert meta["flavour"] == "xla" and "warm-up" not in meta["load_note"] and "once per served batch size" in meta["load_note"]
+    xla_model, cpu = tiny_artifacts["saved_model_xla"], tiny_artifacts["saved_model"]
+    assert xla_model.parent.name == "saved_model_xla"
+    written = sorted(str(p.relative_to(xla_model)) for p in xla_model.rglob("*") if p.is_file())
+    assert written == sorted(saved_model.XLA_FILES) == sorted([*saved_model.FILES, "assets.extra/tf_serving_warmup_requests"])
+    assert saved_model.xla_compiled_functions(xla_model) and not saved_model.xla_compiled_functions(cpu)
+    meta = json.loads((xla_model / "assets.extra" / "metadata.json").read_text())
+    assert meta["flavour"] == "xla" and meta["warmup_batch_sizes"] == [1, 8]
+    assert "TF Serving replays assets.extra/tf_serving_warmup_requests (both signatures at batch sizes 1, 8)" in meta["load_note"]
     texts = [b"goal striker penalty league", b"comet planet orbit", b"garlic onion simmer"]
-    xla_out = saved_model.classify_texts(saved_model.load(xla), texts)
+    xla_out = saved_model.classify_texts(saved_model.load(xla_model), texts)
     cpu_out = saved_model.classify_texts(saved_model.load(cpu), texts)
     assert np.max(np.abs(xla_out["logits"] - cpu_out["logits"])) <= 1e-4
     assert xla_out["label"].tolist() == cpu_out["label"].tolist()
-    loaded = saved_model.load(xla)
+    loaded = saved_model.load(xla_model)
     assert sorted(loaded.signatures) == ["classify_ids", "serving_default"]
+
+
+DUMP_AFTER_ONE_CALL = """
+import os, sys, tensorflow as tf, tensorflow_text
+m = tf.saved_model.load(sys.argv[1])
+m.signatures[sys.argv[2]](**{sys.argv[3]: tf.constant(eval(sys.argv[4]))})
+print(len({name.split(".")[0] for name in os.listdir(sys.argv[5]) if name.startswith("module_")}))
+"""
+
+
+@pytest.mark.parametrize("signature, argument, value", [("serving_default", "text", "['comet planet orbit']"), ("classify_ids", "input_ids", "[[1] * 24]")])
+def test_one_call_of_either_xla_signature_in_a_new_process_compiles_and_the_cpu_flavour_compiles_nothing(tiny_artifacts, tmp_path: Path, signature, argument, value):
+    # As a user would see it: XLA's dump directory after loading the SavedModel and calling it once.
+    counts = {}
+    for flavour, path in (("xla", tiny_artifacts["saved_model_xla"]), ("cpu", tiny_artifacts["saved_model"])):
+        dump = tmp_path / flavour
+        dump.mkdir()
+        env = {**os.environ, "XLA_FLAGS": f"--xla_dump_to={dump}"}
+        result = subprocess.run([sys.executable, "-c", DUMP_AFTER_ONE_CALL, str(path), signature, argument, value, str(dump)], capture_output=True, text=True, env=env)
+        assert result.returncode == 0, result.stderr[-2000:]
+        counts[flavour] = int(result.stdout.split()[-1])
+    assert counts["xla"] >= 1 and counts["cpu"] == 0
+
+
+def test_the_warm_up_file_parses_as_tf_serving_prediction_logs(tiny_artifacts):
+    requests = xla.read_warmup_requests(tiny_artifacts["saved_model_xla"] / saved_model.WARMUP_FILE)
+    assert [(signature, next(iter(inputs.values())).shape) for signature, inputs in requests] == [
+        ("serving_default", (1,)), ("classify_ids", (1, 24)), ("serving_default", (8,)), ("classify_ids", (8, 24))]
+    assert [sorted(inputs) for _, inputs in requests] == [["text"], ["input_ids"]] * 2
+    assert requests[0][1]["text"].tolist() == [xla.WARMUP_TEXT] and requests[1][1]["input_ids"].dtype == np.int32
+
+
+def test_after_replaying_the_warm_up_file_the_first_real_calls_compile_nothing(tiny_artifacts):
+    warmup = xla.run_probe(tiny_artifacts["saved_model_xla"], "--replay-warmup")["warmup"]
+    # One module per batch size: the two signatures share the compiled function within a process.
+    assert sum(r["modules_compiled"] for r in warmup["requests"]) == 2
+    assert [(r["signature"], r["batch"]) for r in warmup["real_calls_after"]] == [
+        ("classify_ids", 1), ("classify_ids", 8), ("serving_default", 1), ("serving_default", 8)]
+    assert all(r["modules_compiled"] == 0 for r in warmup["real_calls_after"])
+
+
+def test_the_warm_up_file_is_the_same_bytes_in_every_export(tmp_path: Path):
+    first, second = tmp_path / "a" / "warmup", tmp_path / "b" / "warmup"
+    for path in (first, second):
+        xla.write_warmup_requests(path, 24, (1, 8))
+    assert first.read_bytes() == second.read_bytes()
+
+
+def test_an_export_whose_signatures_do_not_reach_xla_is_refused(tiny_build, tmp_path: Path):
+    # What the XLA flavour was before this check: a directory whose serving_default never compiles.
+    bypass = tmp_path / "1"
+    shutil.copytree(tiny_build["saved_model"], bypass)
+    with pytest.raises(StageError, match=r"calling serving_default in a fresh process compiled no XLA module: the signature does not reach the jit-compiled function"):
+        export.require_compilation(bypass, bypass)

@@ -36,7 +36,8 @@ def test_the_report_evaluates_every_artifact_against_the_reference(tiny_artifact
     profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
     target = tiny_artifacts["target"]
     calibration = tiny_artifacts["calibration"] / "summary.json"
-    evaluation = report.build_report(profile, tiny_artifacts["saved_model"], target, tiny_artifacts["data"], tiny_artifacts["quality"], tiny_artifacts["train_log"], calibration)
+    evaluation = report.build_report(profile, tiny_artifacts["saved_model"], target, tiny_artifacts["data"], tiny_artifacts["quality"], tiny_artifacts["train_log"], calibration,
+                                     tiny_artifacts["xla_checks"])
     assert json.loads((target / "eval.json").read_text()) == evaluation
     assert list(evaluation["artifacts"]) == ["saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_int8"]
     for name, result in evaluation["artifacts"].items():
@@ -50,8 +51,17 @@ def test_the_report_evaluates_every_artifact_against_the_reference(tiny_artifact
     assert artifacts["tflite_int8"]["size_bytes"] < artifacts["tflite_fp32"]["size_bytes"]
     markdown = (target / "report.md").read_text()
     assert "# edge-build report: target `tiny`" in markdown
-    for section in ("| tflite_int8 |", "## TF Lite conversion", "per-layer quantization error", "## Calibration", "Confusion matrix", "## Quality floor"):
+    for section in ("| tflite_int8 |", "## TF Lite conversion", "per-layer quantization error", "## Calibration", "Confusion matrix", "## Quality floor",
+                    "## XLA SavedModel: both signatures, compiled and warmed up"):
         assert section in markdown
+    # Both XLA signatures with parity, and per batch size compile and steady-state times, on a named device.
+    checks = json.loads(tiny_artifacts["xla_checks"].read_text())
+    assert "XLA's CPU backend, no GPU visible to TensorFlow" in markdown
+    for signature in ("classify_ids", "serving_default"):
+        figures = checks["parity"]["signatures"][signature]
+        assert f"| `{signature}` | {figures['max_abs_logit_error']:.3g} | {figures['mean_abs_logit_error']:.3g} | {figures['top1_agreement']:.4f} |" in markdown
+        for call in checks["compilation"][signature]:
+            assert f"| `{signature}` | {call['batch']} | {call['modules_compiled']} | {call['first_call_ms']:.1f} | {call['steady_p50_ms']:.3f} |" in markdown
     reference = evaluation["reference"]
     low, high = reference["ci95"]
     assert low <= reference["accuracy"] <= high and f"(95% Wilson interval {low:.3f}–{high:.3f})" in markdown
@@ -75,5 +85,6 @@ def test_a_tolerance_breach_on_the_test_split_fails_the_report(tiny_artifacts, t
     for stale in ("eval.json", "report.md"):
         (out / stale).unlink(missing_ok=True)
     with pytest.raises(StageError, match=r"targets/tiny.toml tolerances broken on the test split: tflite_fp32: max \|Δlogit\| .* \(allowed <= 1e-12\)"):
-        report.build_report(profile, tiny_artifacts["saved_model"], out, tiny_artifacts["data"], tiny_artifacts["quality"], tiny_artifacts["train_log"], None)
+        report.build_report(profile, tiny_artifacts["saved_model"], out, tiny_artifacts["data"], tiny_artifacts["quality"], tiny_artifacts["train_log"], None,
+                            tiny_artifacts["xla_checks"])
     assert not (out / "eval.json").exists() and not (out / "report.md").exists()

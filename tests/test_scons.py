@@ -16,7 +16,7 @@ import pytest
 
 from edge_build import reproducible
 from edge_build.data import OUTPUT_FILES as DATA_FILES
-from edge_build.saved_model import FILES as SAVED_MODEL_FILES
+from edge_build.saved_model import files as saved_model_files
 
 from conftest import REPO, TINY_HPARAMS, TINY_PROFILE, write_profile, write_tiny_dataset
 
@@ -55,6 +55,7 @@ def project(tmp_path_factory) -> dict:
         "build": root / "build",
         "hparams": hparams,
         "calibration": calibration,
+        "targets": root / "targets",
         "args": [
             f"dataset={write_tiny_dataset(root / 'dataset')}", f"hparams={hparams}", f"build_dir={root / 'build'}", "split=60/20/20",
             f"targets_dir={root / 'targets'}", "target=tiny", f"calibration={calibration}",
@@ -65,14 +66,14 @@ def project(tmp_path_factory) -> dict:
 def test_a_clean_build_runs_every_stage_and_reports(project):
     result = scons(*project["args"])
     assert sorted(stages_run(result)) == sorted(["data", "vocab", "data_report", "train", "export", "export", "baseline", "quality", "calibrate", "tflite-fp32", "tflite-int8",
-                                                 "device_check", "report", "manifest", "bundle"])
+                                                 "device_check", "xla_check", "report", "manifest", "bundle"])
     build = project["build"]
     for name in DATA_FILES:
         assert (build / "data" / name).is_file()
     for flavour in ("reference/saved_model_cpu", "tiny/saved_model_cpu", "tiny/saved_model_xla"):
-        for name in SAVED_MODEL_FILES:
+        for name in saved_model_files(jit_compile=flavour.endswith("xla")):
             assert (build / flavour / "1" / name).is_file()
-    for name in ("model_fp32.tflite", "model_int8.tflite", "tflite_fp32.json", "tflite_int8.json", "golden.npz", "device_checks.json",
+    for name in ("model_fp32.tflite", "model_int8.tflite", "tflite_fp32.json", "tflite_int8.json", "golden.npz", "device_checks.json", "xla_checks.json",
                  "latency.png", "eval.json", "report.md", "manifest.json", "bundle-tiny.tar.gz", "bundle/manifest.json", "bundle/bench.py"):
         assert (build / "tiny" / name).is_file()
     assert (build / "calibration" / "representative.npy").is_file()
@@ -84,6 +85,8 @@ def test_a_clean_build_runs_every_stage_and_reports(project):
         assert (build / "data" / name).is_file()
     assert "device: tflite_int8 on tflite-runtime 2.14.0: top-1 agreement" in result.stdout
     assert "## Device runtimes" in (build / "tiny" / "report.md").read_text()
+    assert "## XLA SavedModel: both signatures, compiled and warmed up" in (build / "tiny" / "report.md").read_text()
+    assert "XLA check: serving_default and classify_ids each compile XLA in a fresh process" in result.stdout
     assert "reload check: serving_default in a fresh process matches the trained model" in result.stdout
 
 
@@ -157,14 +160,14 @@ def test_a_hyperparameter_change_retrains_but_does_not_resplit(project):
     old_weights = weights.read_bytes()
     project["hparams"].write_text(TINY_HPARAMS.replace("learning_rate = 0.05", "learning_rate = 0.02"), encoding="utf-8")
     result = scons(*project["args"])
-    assert sorted(stages_run(result)) == sorted(["train", "export", "export", "quality", "tflite-fp32", "tflite-int8", "device_check", "report", "manifest", "bundle"])
+    assert sorted(stages_run(result)) == sorted(["train", "export", "export", "quality", "tflite-fp32", "tflite-int8", "device_check", "xla_check", "report", "manifest", "bundle"])
     assert weights.read_bytes() != old_weights
     assert {name: (project["build"] / "data" / name).stat().st_mtime_ns for name in DATA_FILES} == before
 
 
 def test_a_command_line_override_retrains(project):
     result = scons(*project["args"], "epochs=1")
-    assert sorted(stages_run(result)) == sorted(["train", "export", "export", "quality", "tflite-fp32", "tflite-int8", "device_check", "report", "manifest", "bundle"])
+    assert sorted(stages_run(result)) == sorted(["train", "export", "export", "quality", "tflite-fp32", "tflite-int8", "device_check", "xla_check", "report", "manifest", "bundle"])
     log = json.loads((project["build"] / "model" / "train_log.json").read_text())
     assert len(log["epochs"]) == 1
 
@@ -173,7 +176,8 @@ def test_a_calibration_edit_rebuilds_only_the_int8_model_and_what_follows(projec
     scons(*project["args"])  # back to the hyperparameters' epochs after the override above
     build = project["build"]
     upstream = [build / "model" / "model.weights.h5", build / "tiny" / "model_fp32.tflite"]
-    upstream += [build / flavour / "1" / name for flavour in ("reference/saved_model_cpu", "tiny/saved_model_cpu", "tiny/saved_model_xla") for name in SAVED_MODEL_FILES]
+    upstream += [build / flavour / "1" / name for flavour in ("reference/saved_model_cpu", "tiny/saved_model_cpu", "tiny/saved_model_xla")
+                 for name in saved_model_files(jit_compile=flavour.endswith("xla"))]
     before = mtimes(upstream)
     int8 = (build / "tiny" / "model_int8.tflite").read_bytes()
     (project["calibration"] / "calibration.toml").write_text("samples = 9\nseed = 3\n", encoding="utf-8")
@@ -183,6 +187,25 @@ def test_a_calibration_edit_rebuilds_only_the_int8_model_and_what_follows(projec
     assert mtimes(upstream) == before
     assert (build / "tiny" / "model_int8.tflite").read_bytes() != int8
     assert json.loads((build / "calibration" / "summary.json").read_text())["samples"] == 9
+
+
+def test_new_warm_up_batch_sizes_re_export_only_the_xla_flavour(project):
+    build = project["build"]
+    others = [build / flavour / "1" / name for flavour in ("reference/saved_model_cpu", "tiny/saved_model_cpu") for name in saved_model_files(jit_compile=False)]
+    before = mtimes([*others, build / "model" / "model.weights.h5"])
+    profile = project["targets"] / "tiny.toml"
+    original = profile.read_text()
+    profile.write_text(original.replace("warmup_batch_sizes = [1, 8]", "warmup_batch_sizes = [1, 4]"), encoding="utf-8")
+    try:
+        result = scons(*project["args"])
+    finally:
+        profile.write_text(original, encoding="utf-8")
+    ran = stages_run(result)
+    assert ran.count("export") == 1 and "--warmup-batch-sizes 1 4" in result.stdout and "train" not in ran and "xla_check" in ran
+    assert mtimes([*others, build / "model" / "model.weights.h5"]) == before
+    assert json.loads((build / "tiny" / "saved_model_xla" / "1" / "assets.extra" / "metadata.json").read_text())["warmup_batch_sizes"] == [1, 4]
+    assert [c["batch"] for c in json.loads((build / "tiny" / "xla_checks.json").read_text())["compilation"]["classify_ids"]] == [1, 4]
+    scons(*project["args"])
 
 
 def test_a_quality_margin_change_reruns_only_the_gate_and_the_report(project):
@@ -294,6 +317,6 @@ def test_a_warm_cache_is_fetched_from_instead_of_training(project, tmp_path: Pat
     ran = stages_run(second)
     assert "train" not in ran and "vocab" not in ran and "tflite" not in " ".join(ran)
     assert re.search(r"Retrieved `[^']*model\.weights\.h5' from cache", second.stdout)
-    assert "device_check" in ran, "device timings are measured on the machine, never fetched"
+    assert "device_check" in ran and "xla_check" in ran, "device and XLA timings are measured on the machine, never fetched"
     for name in ("model/model.weights.h5", "tiny/model_int8.tflite", "tiny/model_fp32.tflite", "tiny/manifest.json", "tiny/bundle-tiny.tar.gz"):
         assert (tmp_path / "build" / name).read_bytes() == built[Path(name)], name
