@@ -1,7 +1,7 @@
 """XLA in the exported SavedModel: TF Serving's warm-up requests, and a probe that watches XLA compile.
 
-    python -m edge_build.xla probe SAVED_MODEL --signature NAME --batch-sizes 1 8 32 --steady-runs 20 --out result.json
-    python -m edge_build.xla probe SAVED_MODEL --replay-warmup --out result.json
+    python -m edge_build.xla probe SAVED_MODEL --calls serving_default:1 serving_default:8 --steady-runs 20 --out result.json
+    python -m edge_build.xla probe SAVED_MODEL --replay-warmup --control CPU_SAVED_MODEL --out result.json
 
 The probe loads the SavedModel in the process it runs in, which must have been
 started with XLA's dump directory set (``run_probe`` starts it so): XLA writes one
@@ -13,8 +13,9 @@ loaded SavedModel no longer has, and TensorFlow's XLA compilation counters are
 C++ monitoring cells with no public reader.
 
 A SavedModel's functions share one compilation cache per process: a signature
-called after another at the same shape compiles nothing. Each signature is
-therefore probed in a process of its own.
+called after another at the same shape compiles nothing. Timings per signature
+therefore come from a process per signature; a plain proof that each signature
+compiles calls them in one process at shapes not seen before.
 """
 
 from __future__ import annotations
@@ -148,15 +149,16 @@ def call_inputs(signature: str, batch: int, sequence_length: int, real: bool = F
     return {"input_ids": np.full([batch, sequence_length], 1 if real else 0, dtype=np.int32)}
 
 
-def probe_signature(watch: _Watch, signature: str, batch_sizes: list[int], steady_runs: int, sequence_length: int) -> list[dict]:
-    """Per batch size: modules compiled by the first call and its time, then ``steady_runs`` timed calls."""
+def probe_calls(watch: _Watch, calls: list[tuple[str, int]], steady_runs: int, sequence_length: int) -> list[dict]:
+    """Per ``(signature, batch)``, in order: modules compiled by the first call and its time, then ``steady_runs`` timed calls."""
     rows = []
-    for batch in batch_sizes:
+    for signature, batch in calls:
         inputs = call_inputs(signature, batch, sequence_length)
         compiled, first_ms = watch.call(signature, inputs)
         steady = [watch.call(signature, inputs) for _ in range(steady_runs)]
         times = sorted(ms for _, ms in steady)
         rows.append({
+            "signature": signature,
             "batch": batch,
             "modules_compiled": compiled,
             "first_call_ms": first_ms,
@@ -182,19 +184,26 @@ def replay_warmup(watch: _Watch, saved_model: Path, sequence_length: int) -> dic
     return {"requests": replayed, "real_calls_after": real}
 
 
-def probe(saved_model: Path, signature: str | None, batch_sizes: list[int], steady_runs: int, replay: bool) -> dict:
-    """Run in the probe's own process (``XLA_FLAGS`` already naming the dump directory)."""
+def _watch(saved_model: Path, dump_dir: Path, device: dict) -> tuple[_Watch, int]:
+    sequence_length = json.loads((saved_model / "assets.extra" / "metadata.json").read_text(encoding="utf-8"))["sequence_length"]
+    return _Watch(load(saved_model), dump_dir, device["device"]), sequence_length
+
+
+def probe(saved_model: Path, calls: list[tuple[str, int]], steady_runs: int, replay: bool, control: Path | None) -> dict:
+    """Run in the probe's own process (``XLA_FLAGS`` already naming the dump directory): the warm-up replay,
+    then the calls, then one ``serving_default`` call of the ``control`` SavedModel, as asked."""
     dump_dir = Path(os.environ["EDGE_BUILD_XLA_DUMP"])
     device = compute_device()
-    loaded = load(saved_model)
-    sequence_length = json.loads((saved_model / "assets.extra" / "metadata.json").read_text(encoding="utf-8"))["sequence_length"]
-    watch = _Watch(loaded, dump_dir, device["device"])
+    watch, sequence_length = _watch(saved_model, dump_dir, device)
     result = {"saved_model": str(saved_model), "device": device}
     if replay:
         result["warmup"] = replay_warmup(watch, saved_model, sequence_length)
-    else:
-        result["signature"] = signature
-        result["calls"] = probe_signature(watch, signature, batch_sizes, steady_runs, sequence_length)
+    result["calls"] = probe_calls(watch, calls, steady_runs, sequence_length)
+    if control:
+        # A SavedModel without jit_compile compiles nothing of its own; anything counted here means the count is not telling.
+        control_watch, control_length = _watch(control, dump_dir, device)
+        (result["control"],) = probe_calls(control_watch, [("serving_default", 1)], 0, control_length)
+        result["control"]["saved_model"] = str(control)
     return result
 
 
@@ -220,13 +229,29 @@ def run_probe(saved_model: Path, *arguments: str) -> dict:
         return json.loads(out.read_text(encoding="utf-8"))
 
 
-def probe_signatures(saved_model: Path, batch_sizes: list[int], steady_runs: int) -> dict[str, dict]:
-    """Each signature probed in its own fresh process (they share one compilation cache within a process)."""
-    sizes = [str(size) for size in batch_sizes]
+def call_arguments(calls: list[tuple[str, int]]) -> list[str]:
+    return ["--calls", *(f"{signature}:{batch}" for signature, batch in calls)]
+
+
+def probe_signatures(saved_model: Path, batch_sizes: list[int], steady_runs: int) -> dict[str, list[dict]]:
+    """Each signature at each batch size, in a fresh process per signature: within one process the
+    signatures share compiled modules, so the second would compile nothing at a shape the first has seen."""
     return {
-        signature: run_probe(saved_model, "--signature", signature, "--batch-sizes", *sizes, "--steady-runs", str(steady_runs))
+        signature: run_probe(saved_model, *call_arguments([(signature, size) for size in batch_sizes]), "--steady-runs", str(steady_runs))["calls"]
         for signature in SIGNATURE_INPUTS
     }
+
+
+def signatures_compiling(saved_model: Path) -> list[dict]:
+    """One fresh process, one call per signature, each at a shape not seen before in it: each first call must compile."""
+    return run_probe(saved_model, *call_arguments([(signature, size) for size, signature in enumerate(SIGNATURE_INPUTS, start=1)]))["calls"]
+
+
+def signature_call(value: str) -> tuple[str, int]:
+    signature, _, batch = value.partition(":")
+    if signature not in SIGNATURE_INPUTS or not batch.isdigit() or int(batch) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected SIGNATURE:BATCH with a signature of {', '.join(SIGNATURE_INPUTS)} and a batch of 1 or more")
+    return signature, int(batch)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -234,11 +259,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     probe_command = commands.add_parser("probe", help="load a SavedModel and record what XLA compiles per call (run_probe starts this)")
     probe_command.add_argument("saved_model", type=Path)
-    what = probe_command.add_mutually_exclusive_group(required=True)
-    what.add_argument("--signature", choices=sorted(SIGNATURE_INPUTS))
-    what.add_argument("--replay-warmup", action="store_true", help=f"replay {WARMUP_FILE}, then make one real call per signature and shape")
-    probe_command.add_argument("--batch-sizes", type=int, nargs="+", default=[1])
-    probe_command.add_argument("--steady-runs", type=int, default=0)
+    probe_command.add_argument("--replay-warmup", action="store_true", help=f"first replay {WARMUP_FILE}, then make one real call per signature and shape")
+    probe_command.add_argument("--calls", type=signature_call, nargs="+", default=[], metavar="SIGNATURE:BATCH", help="calls to watch, in order")
+    probe_command.add_argument("--steady-runs", type=int, default=0, help="timed calls after the first, per --calls entry")
+    probe_command.add_argument("--control", type=Path, help="last, call this SavedModel's serving_default once (a model that must compile nothing)")
     probe_command.add_argument("--out", type=Path, required=True)
     return parser
 
@@ -246,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
 def drive(args: argparse.Namespace) -> None:
     if "EDGE_BUILD_XLA_DUMP" not in os.environ:
         raise StageError("the probe needs XLA's dump directory: start it with edge_build.xla.run_probe")
-    result = probe(args.saved_model, args.signature, args.batch_sizes, args.steady_runs, args.replay_warmup)
+    result = probe(args.saved_model, args.calls, args.steady_runs, args.replay_warmup, args.control)
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 
 

@@ -82,23 +82,24 @@ def check_parity(reference: Path, model: Path, data_dir: Path, device: dict, pro
     return {"examples": len(texts), "tolerance": {"key": key, "max_abs_logit": limit}, "signatures": results}, failures
 
 
-def check_compilation(model: Path, profile: TargetProfile) -> tuple[dict, list[tuple[str, str, str]], dict]:
-    """Each signature probed in its own fresh process; also returns the device the probes ran on."""
-    sizes = list(profile.xla.warmup_batch_sizes)
-    probes = xla.probe_signatures(model, sizes, profile.xla.steady_runs)
+def check_compilation(model: Path, profile: TargetProfile) -> tuple[dict, list[tuple[str, str, str]]]:
+    """Each signature at each warm-up batch size, in a fresh process per signature."""
+    compilation = xla.probe_signatures(model, list(profile.xla.warmup_batch_sizes), profile.xla.steady_runs)
     failures = []
-    for signature, result in probes.items():
-        for call in result["calls"]:
+    for signature, calls in compilation.items():
+        for call in calls:
             where = f"{signature} batch {call['batch']}"
             if call["modules_compiled"] == 0:
                 failures.append((ARTIFACT, where, "the first call compiled no XLA module: the signature does not reach the jit-compiled function"))
             if call["recompiled_in_steady_calls"]:
                 failures.append((ARTIFACT, where, f"steady-state calls compiled {call['recompiled_in_steady_calls']} more module(s) at an unchanged shape"))
-    return {signature: result["calls"] for signature, result in probes.items()}, failures, next(iter(probes.values()))["device"]
+    return compilation, failures
 
 
-def check_warmup(model: Path, profile: TargetProfile) -> tuple[dict, list[tuple[str, str, str]]]:
-    warmup = xla.run_probe(model, "--replay-warmup")["warmup"]
+def check_warmup(model: Path, reference: Path, profile: TargetProfile) -> tuple[dict, dict, dict, list[tuple[str, str, str]]]:
+    """The warm-up replay in a fresh process, then the CPU flavour as the control; also returns the device it ran on."""
+    probe = xla.run_probe(model, "--replay-warmup", "--control", str(reference))
+    warmup, control = probe["warmup"], probe["control"]
     failures = []
     expected = {(signature, size) for signature in xla.SIGNATURE_INPUTS for size in profile.xla.warmup_batch_sizes}
     covered = {(r["signature"], r["batch"]) for r in warmup["requests"]}
@@ -107,23 +108,15 @@ def check_warmup(model: Path, profile: TargetProfile) -> tuple[dict, list[tuple[
     for call in warmup["real_calls_after"]:
         if call["modules_compiled"]:
             failures.append((ARTIFACT, f"{call['signature']} batch {call['batch']}", f"the first real call after the warm-up replay compiled {call['modules_compiled']} module(s)"))
-    return warmup, failures
-
-
-def check_control(reference: Path) -> tuple[dict, list[tuple[str, str, str]]]:
-    (call,) = xla.run_probe(reference, "--signature", "serving_default", "--batch-sizes", "1")["calls"]
-    control = {"artifact": "saved_model_cpu", "signature": "serving_default", "batch": 1, "modules_compiled": call["modules_compiled"]}
-    if call["modules_compiled"]:
-        return control, [("saved_model_cpu", "serving_default batch 1", f"the CPU flavour compiled {call['modules_compiled']} XLA module(s) too "
-                                                                      "(is TF_XLA_FLAGS auto-clustering on?): the counts cannot tell the flavours apart")]
-    return control, []
+    if control["modules_compiled"]:
+        failures.append(("saved_model_cpu", "serving_default batch 1", f"the CPU flavour compiled {control['modules_compiled']} XLA module(s) too "
+                                                                       "(is TF_XLA_FLAGS auto-clustering on?): the counts cannot tell the flavours apart"))
+    return warmup, {"artifact": "saved_model_cpu", "signature": "serving_default", "batch": 1, "modules_compiled": control["modules_compiled"]}, probe["device"], failures
 
 
 def xla_checks(profile: TargetProfile, reference: Path, model: Path, data_dir: Path, out: Path) -> dict:
-    compilation, failures, device = check_compilation(model, profile)
-    warmup, broken = check_warmup(model, profile)
-    failures += broken
-    control, broken = check_control(reference)
+    compilation, failures = check_compilation(model, profile)
+    warmup, control, device, broken = check_warmup(model, reference, profile)
     failures += broken
     parity_figures, broken = check_parity(reference, model, data_dir, device, profile)
     failures += broken
