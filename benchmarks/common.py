@@ -20,7 +20,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
 from edge_build.atomic import atomic_output  # noqa: E402
-from edge_build.provenance import build_timestamp, git_revision, package_versions  # noqa: E402
+from edge_build.provenance import build_timestamp, cpu_model, git_revision, package_versions  # noqa: E402
 
 PACKAGES = ("tensorflow", "tensorflow-text", "numpy", "tflite-runtime", "ai-edge-litert", "scons")
 
@@ -41,17 +41,6 @@ def missing_outputs(paths: list[Path], how: str) -> bool:
     if missing:
         print(f"error: {', '.join(missing)}: not found ({how})", file=sys.stderr)
     return bool(missing)
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def machine() -> dict:

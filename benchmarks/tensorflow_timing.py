@@ -28,8 +28,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from edge_build.device.bench import Model, benchmark, peak_rss_mb, percentile_summary  # noqa: E402
 from edge_build.device.golden import load_golden  # noqa: E402
 
-#: Signature -> its input's name.
-SIGNATURES = {"classify_ids": "input_ids", "serving_default": "text"}
 
 
 def time_calls(call, warmup: int, runs: int) -> dict:
@@ -53,7 +51,7 @@ def time_saved_model(args: argparse.Namespace, golden: dict) -> list[dict]:
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
     from edge_build.records import read_split
-    from edge_build.saved_model import load
+    from edge_build.saved_model import SIGNATURE_INPUTS, load
 
     split_texts, _ = read_split(args.split)
     texts = [split_texts[i] for i in golden["test_indices"]]
@@ -61,7 +59,7 @@ def time_saved_model(args: argparse.Namespace, golden: dict) -> list[dict]:
     loaded = load(args.saved_model)
     load_ms = (time.perf_counter() - started) * 1e3
     rows = []
-    for signature, input_name in SIGNATURES.items():
+    for signature, input_name in SIGNATURE_INPUTS.items():
         function = loaded.signatures[signature]
         for batch, warmup, runs in zip(args.batches, args.warmup, args.runs):
             chosen = [i % len(texts) for i in range(batch)]

@@ -19,8 +19,8 @@ shape on first use, so the flavour also carries TF Serving's warm-up file
 (``assets.extra/tf_serving_warmup_requests``: both signatures at each
 ``--warmup-batch-sizes``), which TF Serving replays after loading. Before the
 version directory gets its final name, each signature is called in a fresh process
-of its own and must make XLA compile (``edge_build.xla``); on a machine without a
-GPU, XLA's CPU backend runs it.
+at a shape not seen before there and must make XLA compile (``edge_build.xla``);
+on a machine without a GPU, XLA's CPU backend runs it.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import numpy as np
 
 from edge_build import cli, saved_model, xla
 from edge_build.atomic import atomic_output
-from edge_build.config import Hyperparameters, load_hyperparameters
+from edge_build.config import Hyperparameters, XlaChecks, load_hyperparameters
 from edge_build.errors import StageError
 from edge_build.model_source import check_weights_loaded, load_trained_model
 from edge_build.provenance import build_timestamp, git_revision, package_versions, sha256_file, size_of
@@ -209,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model-source", type=Path, required=True)
     parser.add_argument("--out-dir", type=Path, required=True, help="the SavedModel base directory; version 1 goes inside")
     parser.add_argument("--jit-compile", action="store_true", help="XLA-compile the ids -> logits function (the GPU flavour)")
-    parser.add_argument("--warmup-batch-sizes", type=int, nargs="+", default=[1, 8, 32],
+    parser.add_argument("--warmup-batch-sizes", type=int, nargs="+", default=list(XlaChecks().warmup_batch_sizes),
                         help="with --jit-compile: the batch sizes of TF Serving's warm-up requests (the profile's [xla] warmup_batch_sizes)")
     return parser
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import os
+import platform
 import subprocess
 from importlib import metadata
 from pathlib import Path
@@ -63,3 +64,15 @@ def build_timestamp() -> str:
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     moment = datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc) if epoch else datetime.datetime.now(datetime.timezone.utc)
     return moment.replace(microsecond=0).isoformat()
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux's ``/proc/cpuinfo``), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"

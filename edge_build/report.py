@@ -178,7 +178,7 @@ def render_xla_checks(checks: dict) -> list[str]:
                   f"{compiled} XLA modules compiled, {sum(r['replay_ms'] for r in warmup['requests']):.0f} ms) left nothing to compile: "
                   f"the first real call at each of its {len(warmup['real_calls_after'])} signature and batch-size pairs compiled "
                   f"{sum(r['modules_compiled'] for r in warmup['real_calls_after'])} modules. "
-                  f"Control: the CPU flavour's `{control['signature']}` compiled {control['modules_compiled']} XLA modules in a fresh process."]
+                  f"Control: the CPU flavour's `{control['signature']}`, called in that process after the replay, compiled {control['modules_compiled']} XLA modules."]
     return lines
 
 

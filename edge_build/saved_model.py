@@ -29,10 +29,16 @@ WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"
 XLA_FILES = (*FILES, WARMUP_FILE)
 
 
+#: Each signature and the name of its one input.
+SIGNATURE_INPUTS = {"serving_default": "text", "classify_ids": "input_ids"}
+SIGNATURES = tuple(SIGNATURE_INPUTS)
+
+
 def files(jit_compile: bool) -> tuple[str, ...]:
     """The files of one flavour's export."""
     return XLA_FILES if jit_compile else FILES
-SIGNATURES = ("serving_default", "classify_ids")
+
+
 # The fresh process runs the same kernels on the same CPU; anything beyond
 # float round-off means the saved graph is not the trained model.
 RELOAD_TOLERANCE = 1e-5

@@ -32,13 +32,13 @@ from pathlib import Path
 
 from edge_build import cli
 from edge_build.errors import StageError
-from edge_build.saved_model import WARMUP_FILE, load
+from edge_build.provenance import cpu_model
+from edge_build.saved_model import SIGNATURE_INPUTS, SIGNATURES, WARMUP_FILE, load
 
 #: Content does not matter to XLA, which compiles per shape; no data of the user's goes into the model.
 WARMUP_TEXT = b"edge-build warm-up request"
 #: The real call made after the replay must differ in content from the warm-up requests.
 REAL_CALL_TEXT = b"a first real request after the warm-up"
-SIGNATURE_INPUTS = {"serving_default": "text", "classify_ids": "input_ids"}
 PROBE_TIMEOUT_S = 600
 
 
@@ -49,7 +49,7 @@ def warmup_requests(sequence_length: int, batch_sizes: tuple[int, ...]) -> list:
 
     logs = []
     for batch in sorted(batch_sizes):
-        for signature in SIGNATURE_INPUTS:
+        for signature in SIGNATURES:
             request = predict_pb2.PredictRequest(
                 model_spec=model_pb2.ModelSpec(signature_name=signature),
                 inputs={name: tf.make_tensor_proto(value) for name, value in call_inputs(signature, batch, sequence_length).items()},
@@ -84,8 +84,6 @@ def read_warmup_requests(path: Path) -> list[tuple[str, dict]]:
 
 def compute_device() -> dict:
     """Where TensorFlow runs XLA here: its first GPU with name and compute capability, else XLA's CPU backend."""
-    import platform
-
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")
@@ -98,15 +96,7 @@ def compute_device() -> dict:
             "name": details.get("device_name", gpus[0].name),
             "compute_capability": ".".join(map(str, capability)) if capability else None,
         }
-    return {"device": "/CPU:0", "backend": "cpu", "name": cpu_model() or platform.machine(), "compute_capability": None}
-
-
-def cpu_model() -> str | None:
-    try:
-        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return None
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), None)
+    return {"device": "/CPU:0", "backend": "cpu", "name": cpu_model(), "compute_capability": None}
 
 
 def describe(device: dict) -> str:
@@ -145,8 +135,10 @@ def call_inputs(signature: str, batch: int, sequence_length: int, real: bool = F
     import numpy as np
 
     if signature == "serving_default":
-        return {"text": np.array([REAL_CALL_TEXT if real else WARMUP_TEXT] * batch, dtype=object)}
-    return {"input_ids": np.full([batch, sequence_length], 1 if real else 0, dtype=np.int32)}
+        value = np.array([REAL_CALL_TEXT if real else WARMUP_TEXT] * batch, dtype=object)
+    else:
+        value = np.full([batch, sequence_length], 1 if real else 0, dtype=np.int32)
+    return {SIGNATURE_INPUTS[signature]: value}
 
 
 def probe_calls(watch: _Watch, calls: list[tuple[str, int]], steady_runs: int, sequence_length: int) -> list[dict]:
@@ -238,19 +230,19 @@ def probe_signatures(saved_model: Path, batch_sizes: list[int], steady_runs: int
     signatures share compiled modules, so the second would compile nothing at a shape the first has seen."""
     return {
         signature: run_probe(saved_model, *call_arguments([(signature, size) for size in batch_sizes]), "--steady-runs", str(steady_runs))["calls"]
-        for signature in SIGNATURE_INPUTS
+        for signature in SIGNATURES
     }
 
 
 def signatures_compiling(saved_model: Path) -> list[dict]:
     """One fresh process, one call per signature, each at a shape not seen before in it: each first call must compile."""
-    return run_probe(saved_model, *call_arguments([(signature, size) for size, signature in enumerate(SIGNATURE_INPUTS, start=1)]))["calls"]
+    return run_probe(saved_model, *call_arguments([(signature, size) for size, signature in enumerate(SIGNATURES, start=1)]))["calls"]
 
 
 def signature_call(value: str) -> tuple[str, int]:
     signature, _, batch = value.partition(":")
-    if signature not in SIGNATURE_INPUTS or not batch.isdigit() or int(batch) < 1:
-        raise argparse.ArgumentTypeError(f"{value!r}: expected SIGNATURE:BATCH with a signature of {', '.join(SIGNATURE_INPUTS)} and a batch of 1 or more")
+    if signature not in SIGNATURES or not batch.isdigit() or int(batch) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected SIGNATURE:BATCH with a signature of {', '.join(SIGNATURES)} and a batch of 1 or more")
     return signature, int(batch)
 
 

@@ -46,14 +46,14 @@ def signature_logits(path: Path, texts: list[bytes], ids: np.ndarray, device: st
     loaded = saved_model.load(path)
     with tf.device(device):
         by_ids = saved_model.serve_in_batches(lambda batch: loaded.signatures["classify_ids"](input_ids=batch), ids)
-        by_text = saved_model.serve_in_batches(lambda batch: loaded.signatures["serving_default"](text=batch), texts)
+        by_text = saved_model.classify_texts(loaded, texts)
     return {"classify_ids": by_ids["logits"], "serving_default": by_text["logits"], "labels": [label.decode("utf-8") for label in by_text["label"]]}
 
 
 def compare_signatures(reference: dict, candidate: dict, y_true: np.ndarray, limit: float) -> dict:
     """Per signature: the parity figures, and for ``serving_default`` the examples whose label differs beyond a near-tie."""
     results = {}
-    for signature in xla.SIGNATURE_INPUTS:
+    for signature in saved_model.SIGNATURES:
         figures = parity.compare(reference[signature], candidate[signature], y_true)
         results[signature] = {key: figures[key] for key in ("max_abs_logit_error", "mean_abs_logit_error", "top1_agreement")}
     top_two = np.sort(reference["serving_default"], axis=-1)[:, -2:]
@@ -101,7 +101,7 @@ def check_warmup(model: Path, reference: Path, profile: TargetProfile) -> tuple[
     probe = xla.run_probe(model, "--replay-warmup", "--control", str(reference))
     warmup, control = probe["warmup"], probe["control"]
     failures = []
-    expected = {(signature, size) for signature in xla.SIGNATURE_INPUTS for size in profile.xla.warmup_batch_sizes}
+    expected = {(signature, size) for signature in saved_model.SIGNATURES for size in profile.xla.warmup_batch_sizes}
     covered = {(r["signature"], r["batch"]) for r in warmup["requests"]}
     for signature, size in sorted(expected - covered):
         failures.append((ARTIFACT, saved_model.WARMUP_FILE, f"no warm-up request for {signature} at batch {size} (the profile's warmup_batch_sizes)"))
