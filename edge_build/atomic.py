@@ -12,8 +12,8 @@ import glob
 import json
 import os
 import shutil
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 
 def _temporary_sibling(path: Path) -> Path:
@@ -37,7 +37,7 @@ def atomic_outputs(*paths: os.PathLike | str) -> Iterator[Sequence[Path]]:
     """
     finals = [Path(p) for p in paths]
     temporaries = [_temporary_sibling(p) for p in finals]
-    for final, temporary in zip(finals, temporaries):
+    for final in finals:
         final.parent.mkdir(parents=True, exist_ok=True)
         # What a killed run of this stage left behind: only one process writes a given output at a time.
         for leftover in final.parent.glob(f".tmp-*-{glob.escape(final.name)}"):

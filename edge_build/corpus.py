@@ -24,8 +24,9 @@ import importlib.resources
 import io
 import json
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Protocol
+from typing import Protocol
 
 from edge_build.errors import DatasetError
 
@@ -60,7 +61,7 @@ class Entry(Protocol):
 
     name: str
 
-    def iterdir(self) -> Iterable["Entry"]: ...
+    def iterdir(self) -> Iterable[Entry]: ...
     def is_dir(self) -> bool: ...
     def is_file(self) -> bool: ...
     def read_bytes(self) -> bytes: ...
@@ -126,7 +127,7 @@ def embedded_root(name: str) -> Entry:
 def read_corpus(dataset: str, options: DataOptions = DataOptions()) -> Corpus:
     """Read every example of ``dataset`` (a path, or ``embedded:<name>``)."""
     if dataset.startswith(EMBEDDED_PREFIX):
-        name = dataset[len(EMBEDDED_PREFIX):]
+        name = dataset[len(EMBEDDED_PREFIX) :]
         if name not in EMBEDDED:
             raise DatasetError(f"unknown embedded dataset '{name}' (available: {', '.join(EMBEDDED)})")
         return read_directory(embedded_root(name), display=dataset, kind="embedded")

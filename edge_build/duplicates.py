@@ -27,7 +27,7 @@ import functools
 import hashlib
 import itertools
 import unicodedata
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -79,7 +79,7 @@ class Shingles:
     starts: np.ndarray
 
     @classmethod
-    def of(cls, normalized_texts: Sequence[str]) -> "Shingles":
+    def of(cls, normalized_texts: Sequence[str]) -> Shingles:
         """The hashed word 5-grams of texts of at least 5 words (see the module docstring).
 
         Hashing each distinct word once, rather than each shingle, makes BBC News several times faster.
@@ -101,7 +101,7 @@ class Shingles:
         return len(self.starts) - 1
 
     def shingle_set(self, text: int) -> frozenset[int]:
-        return frozenset(self.hashes[self.starts[text]:self.starts[text + 1]].tolist())
+        return frozenset(self.hashes[self.starts[text] : self.starts[text + 1]].tolist())
 
 
 def minhash_signatures(shingles: Shingles) -> np.ndarray:
@@ -122,14 +122,16 @@ def _band_buckets(band: np.ndarray) -> Iterator[list[int]]:
     by_bucket = np.argsort(inverse, kind="stable")
     ends = np.cumsum(counts)
     for bucket in np.flatnonzero(counts > 1):
-        yield by_bucket[ends[bucket] - counts[bucket]:ends[bucket]].tolist()
+        yield by_bucket[ends[bucket] - counts[bucket] : ends[bucket]].tolist()
 
 
 def candidate_pairs(signatures: np.ndarray) -> set[tuple[int, int]]:
     """Row pairs ``(i, j)``, ``i < j``, whose signatures agree on at least one band."""
     # Near-copies usually share every band: pairing each distinct bucket once spares a clique of
     # thousands (a retweet with different links) 31 repetitions of its millions of pairs.
-    buckets = {tuple(bucket) for start in range(0, HASH_FUNCTIONS, ROWS_PER_BAND) for bucket in _band_buckets(signatures[:, start:start + ROWS_PER_BAND])}
+    buckets = {
+        tuple(bucket) for start in range(0, HASH_FUNCTIONS, ROWS_PER_BAND) for bucket in _band_buckets(signatures[:, start : start + ROWS_PER_BAND])
+    }
     return {pair for bucket in buckets for pair in itertools.combinations(bucket, 2)}
 
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from edge_build.config import Hyperparameters
+from edge_build.config.hparams import Hyperparameters
 from edge_build.errors import ConfigError, StageError
 
 BUILDER = "build_model"
@@ -37,7 +38,9 @@ def build_model(model_path: Path, hparams: Hyperparameters, hparams_path: Path, 
     accepted = [name for name in parameters if name not in SUPPLIED]
     for key in hparams.model:
         if key in SUPPLIED or key not in parameters:
-            raise ConfigError(f"{hparams_path}: unknown key 'model.{key}' ({BUILDER}() in {model_path} accepts: {', '.join(accepted) or 'nothing else'})")
+            raise ConfigError(
+                f"{hparams_path}: unknown key 'model.{key}' ({BUILDER}() in {model_path} accepts: {', '.join(accepted) or 'nothing else'})"
+            )
     model = builder(
         vocab_size=vocab_size,
         num_classes=num_classes,
@@ -45,7 +48,9 @@ def build_model(model_path: Path, hparams: Hyperparameters, hparams_path: Path, 
         **hparams.model,
     )
     if tuple(model.inputs[0].shape) != (None, hparams.tokenizer.sequence_length):
-        raise ConfigError(f"{model_path}: the model's input shape is {tuple(model.inputs[0].shape)}, expected (None, {hparams.tokenizer.sequence_length})")
+        raise ConfigError(
+            f"{model_path}: the model's input shape is {tuple(model.inputs[0].shape)}, expected (None, {hparams.tokenizer.sequence_length})"
+        )
     return model
 
 

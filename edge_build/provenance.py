@@ -36,7 +36,14 @@ def package_versions(*names: str) -> dict[str, str | None]:
 
 
 def git_revision(directory: Path | str = ".") -> str | None:
-    """``HEAD``'s hash, with ``-dirty`` when tracked files differ from it; None outside a checkout."""
+    """``HEAD``'s hash, with ``-dirty`` when tracked files differ from it; None outside a checkout.
+
+    ``EDGE_BUILD_GIT_REVISION``, when set, is recorded instead: builds of two
+    revisions can then be compared byte for byte (as ``SOURCE_DATE_EPOCH`` pins the time).
+    """
+    if os.environ.get("EDGE_BUILD_GIT_REVISION"):
+        return os.environ["EDGE_BUILD_GIT_REVISION"]
+
     def git(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["git", "-C", str(directory), *args], capture_output=True, text=True)
 

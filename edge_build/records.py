@@ -1,7 +1,11 @@
-"""The split files written by the *data* stage, read back by later stages."""
+"""Reading back what earlier stages wrote: the splits in ``tf.data`` pipelines, labels and JSON records.
+
+Stages that only need a split's texts and labels read it with ``edge_build.tfrecord``, without TensorFlow.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +32,13 @@ def parse_example(serialized):
     return parsed["text"], tf.cast(parsed["label"], tf.int32)
 
 
-def read_split(path: Path | str) -> tuple[list[bytes], np.ndarray]:
-    """All texts (UTF-8 bytes) and labels of a split file, in file order."""
+def read_split_with_tensorflow(path: Path | str) -> tuple[list[bytes], np.ndarray]:
+    """A split's texts and labels through ``tf.data``, for a stage that has TensorFlow loaded and traces functions.
+
+    The export reads its validation texts here, not with ``edge_build.tfrecord``:
+    TensorFlow numbers every function it traces in a process, the SavedModel's
+    function names carry those numbers, and the same reads keep its bytes the same.
+    """
     import tensorflow as tf
 
     if not Path(path).is_file():
@@ -48,3 +57,22 @@ def read_labels(path: Path | str) -> list[str]:
     if len(labels) < 2:
         raise StageError(f"{path}: expected at least 2 labels, found {len(labels)}")
     return labels
+
+
+def read_json(path: Path | str) -> dict:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StageError(f"{path}: not found (run the stage that writes it first)") from None
+    except json.JSONDecodeError as exc:
+        raise StageError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+
+
+def read_rows(path: Path | str, examples: int) -> np.ndarray:
+    """A ``.npy`` with one row per example of a split (token ids, logits), after checking the count."""
+    if not Path(path).is_file():
+        raise StageError(f"{path}: not found (run the stage that writes it first)")
+    rows = np.load(path, allow_pickle=False)
+    if rows.ndim != 2 or len(rows) != examples:
+        raise StageError(f"{path}: an array of shape {rows.shape} for a split of {examples} examples (made from another split? run scons again)")
+    return rows

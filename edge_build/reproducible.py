@@ -35,9 +35,9 @@ STATUSES = ("identical", "located", "measured", "differs", "only in one build")
 REPRODUCED = STATUSES[:3]
 #: Rendered from measurements only.
 MEASURED_FILES = ("report.md", "latency.png")
-#: Not outputs of the inputs: SCons's own database, provisioned device environments (downloaded)
+#: Not outputs of the inputs: SCons's own database, provisioned runtime environments (downloaded)
 #: and this check's own work.
-SKIPPED = re.compile(r"(^|/)\.sconsign[^/]*$|^devices/|^reproducibility(/|\.json$)")
+SKIPPED = re.compile(r"(^|/)\.sconsign[^/]*$|^runtime-envs/|^reproducibility(/|\.json$)")
 
 
 def json_differences(first, second, path: str = "") -> list[str]:
@@ -153,9 +153,11 @@ def drive(args: argparse.Namespace) -> None:
         if result["status"] != "identical":
             print(f"  {result['status']:<17} {name}" + (f": {result['where']}" if "where" in result else ""))
     counts = report["counts"]
-    print(f"reproducible: {counts['identical']} files identical, {counts['located']} identical but for paths naming the build directory, "
-          f"{counts['measured']} differ only in measured timings, "
-          f"{counts['differs'] + counts['only in one build']} differ otherwise -> {args.out}")
+    print(
+        f"reproducible: {counts['identical']} files identical, {counts['located']} identical but for paths naming the build directory, "
+        f"{counts['measured']} differ only in measured timings, "
+        f"{counts['differs'] + counts['only in one build']} differ otherwise -> {args.out}"
+    )
     if not_reproduced(report["files"]):
         raise StageError("two builds of the same inputs differ (see above)")
 

@@ -26,17 +26,16 @@ FILES = (
 )
 #: TF Serving replays this file's requests after loading a model, before serving it; the XLA flavour has one.
 WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"
-XLA_FILES = (*FILES, WARMUP_FILE)
+
+
+def files(jit_compile: bool) -> tuple[str, ...]:
+    """The files of one flavour's export, relative to its version directory."""
+    return (*FILES, WARMUP_FILE) if jit_compile else FILES
 
 
 #: Each signature and the name of its one input.
 SIGNATURE_INPUTS = {"serving_default": "text", "classify_ids": "input_ids"}
 SIGNATURES = tuple(SIGNATURE_INPUTS)
-
-
-def files(jit_compile: bool) -> tuple[str, ...]:
-    """The files of one flavour's export."""
-    return XLA_FILES if jit_compile else FILES
 
 
 # The fresh process runs the same kernels on the same CPU; anything beyond
@@ -60,7 +59,7 @@ def serve_in_batches(serve, texts: list[bytes]) -> dict:
     import numpy as np
     import tensorflow as tf
 
-    batches = [serve(tf.constant(texts[i:i + _BATCH])) for i in range(0, len(texts), _BATCH)]
+    batches = [serve(tf.constant(texts[i : i + _BATCH])) for i in range(0, len(texts), _BATCH)]
     return {key: np.concatenate([b[key].numpy() for b in batches]) for key in batches[0]}
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from edge_build.vocab import UNK
+from edge_build.special_tokens import UNK
 
 
 def load_tokenizer(vocab_path: Path | str, lower_case: bool):
@@ -27,5 +27,5 @@ def token_ids(vocab_path: Path | str, lower_case: bool, texts: list[bytes], sequ
     import tensorflow as tf
 
     tokenizer = load_tokenizer(vocab_path, lower_case)
-    rows = [encode(tokenizer, tf.constant(texts[i:i + batch]), sequence_length).numpy() for i in range(0, len(texts), batch)]
+    rows = [encode(tokenizer, tf.constant(texts[i : i + batch]), sequence_length).numpy() for i in range(0, len(texts), batch)]
     return np.concatenate(rows) if rows else np.zeros((0, sequence_length), dtype=np.int32)

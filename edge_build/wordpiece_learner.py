@@ -53,6 +53,7 @@ def vocabulary_for(words: list[tuple[str, int]], char_tokens: set[str], threshol
 
         def split_points(word: str, tokens=tokens):
             return library.get_split_indices(word, tokens, True, JOINER)
+
     return library.generate_final_vocabulary(reserved, char_tokens, tokens)
 
 

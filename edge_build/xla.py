@@ -149,16 +149,18 @@ def probe_calls(watch: _Watch, calls: list[tuple[str, int]], steady_runs: int, s
         compiled, first_ms = watch.call(signature, inputs)
         steady = [watch.call(signature, inputs) for _ in range(steady_runs)]
         times = sorted(ms for _, ms in steady)
-        rows.append({
-            "signature": signature,
-            "batch": batch,
-            "modules_compiled": compiled,
-            "first_call_ms": first_ms,
-            "steady_runs": steady_runs,
-            "recompiled_in_steady_calls": sum(n for n, _ in steady),
-            "steady_p50_ms": statistics.median(times) if times else None,
-            "steady_min_ms": times[0] if times else None,
-        })
+        rows.append(
+            {
+                "signature": signature,
+                "batch": batch,
+                "modules_compiled": compiled,
+                "first_call_ms": first_ms,
+                "steady_runs": steady_runs,
+                "recompiled_in_steady_calls": sum(n for n, _ in steady),
+                "steady_p50_ms": statistics.median(times) if times else None,
+                "steady_min_ms": times[0] if times else None,
+            }
+        )
     return rows
 
 
@@ -168,7 +170,9 @@ def replay_warmup(watch: _Watch, saved_model: Path, sequence_length: int) -> dic
     replayed = []
     for signature, inputs in requests:
         compiled, elapsed_ms = watch.call(signature, inputs)
-        replayed.append({"signature": signature, "batch": int(next(iter(inputs.values())).shape[0]), "modules_compiled": compiled, "replay_ms": elapsed_ms})
+        replayed.append(
+            {"signature": signature, "batch": int(next(iter(inputs.values())).shape[0]), "modules_compiled": compiled, "replay_ms": elapsed_ms}
+        )
     real = []
     for signature, batch in sorted({(r["signature"], r["batch"]) for r in replayed}):
         compiled, elapsed_ms = watch.call(signature, call_inputs(signature, batch, sequence_length, real=True))
@@ -217,7 +221,9 @@ def run_probe(saved_model: Path, *arguments: str) -> dict:
             raise StageError(f"{saved_model}: the XLA probe ({' '.join(arguments)}) ran past {PROBE_TIMEOUT_S} s") from None
         if done.returncode != 0:
             lines = [line for line in done.stderr.splitlines() if line.startswith("error:")] or done.stderr.strip().splitlines()[-1:]
-            raise StageError(f"{saved_model}: the XLA probe ({' '.join(arguments)}) failed in a fresh process: {' '.join(lines) or 'exit ' + str(done.returncode)}")
+            raise StageError(
+                f"{saved_model}: the XLA probe ({' '.join(arguments)}) failed in a fresh process: {' '.join(lines) or 'exit ' + str(done.returncode)}"
+            )
         return json.loads(out.read_text(encoding="utf-8"))
 
 
@@ -251,7 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     probe_command = commands.add_parser("probe", help="load a SavedModel and record what XLA compiles per call (run_probe starts this)")
     probe_command.add_argument("saved_model", type=Path)
-    probe_command.add_argument("--replay-warmup", action="store_true", help=f"first replay {WARMUP_FILE}, then make one real call per signature and shape")
+    probe_command.add_argument(
+        "--replay-warmup", action="store_true", help=f"first replay {WARMUP_FILE}, then make one real call per signature and shape"
+    )
     probe_command.add_argument("--calls", type=signature_call, nargs="+", default=[], metavar="SIGNATURE:BATCH", help="calls to watch, in order")
     probe_command.add_argument("--steady-runs", type=int, default=0, help="timed calls after the first, per --calls entry")
     probe_command.add_argument("--control", type=Path, help="last, call this SavedModel's serving_default once (a model that must compile nothing)")

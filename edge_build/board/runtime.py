@@ -1,16 +1,50 @@
-"""Which interpreter module each device runtime provides, and loading a model with it."""
+"""The runtime table, and loading a model with a runtime.
+
+One row per TF Lite runtime a profile may check on: the host side (profiles,
+runtime environments, conversion) imports this table, and the board uses it to
+find the interpreter. Standard library only until a model is loaded.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import struct
 import sys
 
-#: Runtime name (as in target profiles) -> module holding its ``Interpreter``.
+
+@dataclasses.dataclass(frozen=True)
+class Runtime:
+    """What a TF Lite runtime is and can do, as installed from its wheel.
+
+    Attributes:
+      interpreter_module: the module holding its ``Interpreter``.
+      requirement: what a runtime environment installs (pip requirement).
+      has_flex_delegate: whether its wheels carry the Flex (SELECT_TF_OPS) delegate.
+      per_channel_dense: whether it loads TF 2.21's per-channel dense layers
+        (FULLY_CONNECTED v12; tflite-runtime 2.14 refuses them, and its aarch64 build crashes).
+      min_qemu: the oldest qemu-user its aarch64 build runs under, where that matters.
+    """
+
+    interpreter_module: str
+    requirement: str
+    has_flex_delegate: bool
+    per_channel_dense: bool
+    # Room for the board software stacks that pin OS release, Python and numpy per runtime.
+    min_qemu: tuple[int, int] | None = None
+
+
+RUNTIMES = {
+    "tflite-runtime": Runtime("tflite_runtime.interpreter", "tflite-runtime>=2.14,<2.15", has_flex_delegate=False, per_channel_dense=False),
+    # ai-edge-litert 2.3's aarch64 build crashes on every model under qemu 7.2 and runs under qemu 10.
+    "ai-edge-litert": Runtime(
+        "ai_edge_litert.interpreter", "ai-edge-litert>=2.3,<3", has_flex_delegate=False, per_channel_dense=True, min_qemu=(8, 0)
+    ),
+}
+#: Runtime name -> module holding its ``Interpreter``; ``tensorflow`` is TF's own
+#: tf.lite.Interpreter, the host's reference in benchmarks, never a profile's runtime.
 INTERPRETER_MODULES = {
-    "tflite-runtime": "tflite_runtime.interpreter",
-    "ai-edge-litert": "ai_edge_litert.interpreter",
-    # TensorFlow's own tf.lite.Interpreter: the host's reference in benchmarks, never a profile's runtime.
+    **{name: runtime.interpreter_module for name, runtime in RUNTIMES.items()},
     "tensorflow": "tensorflow.lite.python.interpreter",
 }
 
@@ -36,7 +70,15 @@ def runtime_version(runtime: str) -> str | None:
 
 
 #: Offset fields of the root ``Model`` table, by field index in TF Lite's schema -> (name, bytes per vector element).
-_MODEL_VECTORS = {1: ("operator_codes", 4), 2: ("subgraphs", 4), 3: ("description", 1), 4: ("buffers", 4), 5: ("metadata_buffer", 4), 6: ("metadata", 4), 7: ("signature_defs", 4)}
+_MODEL_VECTORS = {
+    1: ("operator_codes", 4),
+    2: ("subgraphs", 4),
+    3: ("description", 1),
+    4: ("buffers", 4),
+    5: ("metadata_buffer", 4),
+    6: ("metadata", 4),
+    7: ("signature_defs", 4),
+}
 
 
 def check_model_file(path: str) -> None:
@@ -55,7 +97,9 @@ def check_model_file(path: str) -> None:
 
     def inside(offset: int, size: int, what: str) -> None:
         if not 0 <= offset <= len(content) - size:
-            raise ValueError(f"not a whole TF Lite model: its {what} (bytes {offset} to {offset + size}) lie outside the file's {len(content)} bytes; truncated or damaged")
+            raise ValueError(
+                f"not a whole TF Lite model: its {what} (bytes {offset} to {offset + size}) lie outside the file's {len(content)} bytes; truncated or damaged"
+            )
 
     def read(fmt: str, offset: int, what: str) -> int:
         inside(offset, struct.calcsize(fmt), what)

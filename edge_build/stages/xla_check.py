@@ -32,9 +32,9 @@ import numpy as np
 
 from edge_build import cli, parity, saved_model, xla
 from edge_build.atomic import write_json
-from edge_build.config import TargetProfile, load_profile
+from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
-from edge_build.records import read_split
+from edge_build.tfrecord import read_split
 
 ARTIFACT = "saved_model_xla"
 
@@ -64,8 +64,8 @@ def compare_signatures(reference: dict, candidate: dict, y_true: np.ndarray, lim
     return results
 
 
-def check_parity(reference: Path, model: Path, data_dir: Path, device: dict, profile: TargetProfile) -> tuple[dict, list[tuple[str, str, str]]]:
-    texts, y_true = read_split(data_dir / "test.tfrecord")
+def check_parity(reference: Path, model: Path, test_records: Path, device: dict, profile: TargetProfile) -> tuple[dict, list[tuple[str, str, str]]]:
+    texts, y_true = read_split(test_records)
     ids = saved_model.token_ids(reference, texts)
     # The reference stays on the CPU, as it is served; the XLA flavour runs where XLA would.
     expected = signature_logits(reference, texts, ids, "/CPU:0")
@@ -75,10 +75,18 @@ def check_parity(reference: Path, model: Path, data_dir: Path, device: dict, pro
     failures = []
     for signature, figures in results.items():
         if not figures["max_abs_logit_error"] <= limit:
-            failures.append((ARTIFACT, f"{signature} on {device['device']}", f"max |Δlogit| {figures['max_abs_logit_error']:.6g} (allowed <= {limit:g}, {key})"))
+            failures.append(
+                (ARTIFACT, f"{signature} on {device['device']}", f"max |Δlogit| {figures['max_abs_logit_error']:.6g} (allowed <= {limit:g}, {key})")
+            )
     beyond = results["serving_default"]["labels_differing_beyond_a_tie"]
     if beyond:
-        failures.append((ARTIFACT, f"serving_default on {device['device']}", f"label differs from the reference's on test examples {beyond[:10]} ({len(beyond)} in all)"))
+        failures.append(
+            (
+                ARTIFACT,
+                f"serving_default on {device['device']}",
+                f"label differs from the reference's on test examples {beyond[:10]} ({len(beyond)} in all)",
+            )
+        )
     return {"examples": len(texts), "tolerance": {"key": key, "max_abs_logit": limit}, "signatures": results}, failures
 
 
@@ -92,7 +100,9 @@ def check_compilation(model: Path, profile: TargetProfile) -> tuple[dict, list[t
             if call["modules_compiled"] == 0:
                 failures.append((ARTIFACT, where, "the first call compiled no XLA module: the signature does not reach the jit-compiled function"))
             if call["recompiled_in_steady_calls"]:
-                failures.append((ARTIFACT, where, f"steady-state calls compiled {call['recompiled_in_steady_calls']} more module(s) at an unchanged shape"))
+                failures.append(
+                    (ARTIFACT, where, f"steady-state calls compiled {call['recompiled_in_steady_calls']} more module(s) at an unchanged shape")
+                )
     return compilation, failures
 
 
@@ -107,22 +117,39 @@ def check_warmup(model: Path, reference: Path, profile: TargetProfile) -> tuple[
         failures.append((ARTIFACT, saved_model.WARMUP_FILE, f"no warm-up request for {signature} at batch {size} (the profile's warmup_batch_sizes)"))
     for call in warmup["real_calls_after"]:
         if call["modules_compiled"]:
-            failures.append((ARTIFACT, f"{call['signature']} batch {call['batch']}", f"the first real call after the warm-up replay compiled {call['modules_compiled']} module(s)"))
+            failures.append(
+                (
+                    ARTIFACT,
+                    f"{call['signature']} batch {call['batch']}",
+                    f"the first real call after the warm-up replay compiled {call['modules_compiled']} module(s)",
+                )
+            )
     if control["modules_compiled"]:
-        failures.append(("saved_model_cpu", "serving_default batch 1", f"the CPU flavour compiled {control['modules_compiled']} XLA module(s) too "
-                                                                       "(is TF_XLA_FLAGS auto-clustering on?): the counts cannot tell the flavours apart"))
-    return warmup, {"artifact": "saved_model_cpu", "signature": "serving_default", "batch": 1, "modules_compiled": control["modules_compiled"]}, probe["device"], failures
+        failures.append(
+            (
+                "saved_model_cpu",
+                "serving_default batch 1",
+                f"the CPU flavour compiled {control['modules_compiled']} XLA module(s) too "
+                "(is TF_XLA_FLAGS auto-clustering on?): the counts cannot tell the flavours apart",
+            )
+        )
+    return (
+        warmup,
+        {"artifact": "saved_model_cpu", "signature": "serving_default", "batch": 1, "modules_compiled": control["modules_compiled"]},
+        probe["device"],
+        failures,
+    )
 
 
-def xla_checks(profile: TargetProfile, reference: Path, model: Path, data_dir: Path, out: Path) -> dict:
+def xla_checks(profile: TargetProfile, reference: Path, model: Path, test_records: Path, out: Path) -> dict:
     compilation, failures = check_compilation(model, profile)
     warmup, control, device, broken = check_warmup(model, reference, profile)
     failures += broken
-    parity_figures, broken = check_parity(reference, model, data_dir, device, profile)
+    parity_figures, broken = check_parity(reference, model, test_records, device, profile)
     failures += broken
     if failures:
         print(parity.failure_table(failures), file=sys.stderr)
-        raise StageError(f"{model}: XLA checks failed for targets/{profile.name}.toml (table above)")
+        raise StageError(f"{model}: XLA checks failed for {profile.source} (table above)")
     record = {
         "target": profile.name,
         "artifact": ARTIFACT,
@@ -139,8 +166,10 @@ def xla_checks(profile: TargetProfile, reference: Path, model: Path, data_dir: P
 def summary_lines(record: dict) -> list[str]:
     lines = [f"xla: ran on {xla.describe(record['device'])}"]
     for signature, figures in record["parity"]["signatures"].items():
-        lines.append(f"xla: {signature} on {record['parity']['examples']} test examples: max |Δlogit| {figures['max_abs_logit_error']:.3g} "
-                     f"(allowed {record['parity']['tolerance']['max_abs_logit']:g}), top-1 agreement {figures['top1_agreement']:.4f}")
+        lines.append(
+            f"xla: {signature} on {record['parity']['examples']} test examples: max |Δlogit| {figures['max_abs_logit_error']:.3g} "
+            f"(allowed {record['parity']['tolerance']['max_abs_logit']:g}), top-1 agreement {figures['top1_agreement']:.4f}"
+        )
     for signature, calls in record["compilation"].items():
         timings = ", ".join(f"batch {c['batch']}: first {c['first_call_ms']:.0f} ms, then {c['steady_p50_ms']:.2f} ms" for c in calls)
         lines.append(f"xla: {signature} compiles once per shape ({timings})")
@@ -150,18 +179,18 @@ def summary_lines(record: dict) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m edge_build.xla_check", description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", type=Path, required=True, help="targets/<name>.toml")
+    parser = argparse.ArgumentParser(prog="python -m edge_build.stages.xla_check", description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", type=Path, required=True, help="the target profile (.toml)")
     parser.add_argument("--reference", type=Path, required=True, help="the reference CPU SavedModel's version directory")
     parser.add_argument("--model", type=Path, required=True, help="saved_model_xla's version directory")
-    parser.add_argument("--data-dir", type=Path, required=True, help="the data stage's output directory")
+    parser.add_argument("--test", type=Path, required=True, help="test.tfrecord")
     parser.add_argument("--out", type=Path, required=True, help="xla_checks.json")
     return parser
 
 
 def drive(args: argparse.Namespace) -> None:
-    profile = load_profile(args.profile.parent, args.profile.stem)
-    record = xla_checks(profile, args.reference, args.model, args.data_dir, args.out)
+    profile = read_profile(args.profile)
+    record = xla_checks(profile, args.reference, args.model, args.test, args.out)
     print("\n".join(summary_lines(record)))
 
 

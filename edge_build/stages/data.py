@@ -46,14 +46,22 @@ import random
 import sys
 from pathlib import Path
 
-from edge_build import cli
+from edge_build import cli, duplicates
 from edge_build.atomic import atomic_outputs
 from edge_build.corpus import (
-    DEFAULT_DATASET, LABEL_CONFLICT_RULES, NEAR_DUPLICATE_RULES, SPLITS, DataOptions, Example, parse_fractions, read_corpus, source_order,
+    DEFAULT_DATASET,
+    LABEL_CONFLICT_RULES,
+    NEAR_DUPLICATE_RULES,
+    SPLITS,
+    DataOptions,
+    Example,
+    parse_fractions,
+    read_corpus,
+    source_order,
 )
 from edge_build.errors import DatasetError
+from edge_build.metrics import distribution
 
-OUTPUT_FILES = tuple(f"{split}.tfrecord" for split in SPLITS) + ("labels.txt", "summary.json")
 # summary.json lists only this many entries, so a corpus full of copies still gives a readable file.
 LARGEST_GROUPS_LISTED = 20
 SOURCES_LISTED = 5
@@ -207,10 +215,10 @@ def cross_split_pairs(pairs: list, groups: list[Group], split_of: dict[str, str]
     }
 
 
-def split_corpus(examples: list[Example], labels: list[str], fractions: tuple[float, float, float], seed: int, options: DataOptions) -> tuple[dict[str, list[Example]], dict]:
+def split_corpus(
+    examples: list[Example], labels: list[str], fractions: tuple[float, float, float], seed: int, options: DataOptions
+) -> tuple[dict[str, list[Example]], dict]:
     """Each split's examples in written order, and the summary's sections on duplicates."""
-    from edge_build import duplicates  # numpy: SConstruct imports this module, and parsing the graph must stay fast
-
     normalized = [duplicates.normalize(e.text) for e in examples]
     groups = exact_groups(examples, normalized, duplicates.group_indices(normalized))
     conflicts = [g for g in groups if g.conflicting]
@@ -255,10 +263,8 @@ def write_tfrecord(path: Path, examples: list[Example], label_ids: dict[str, int
             writer.write(tf.train.Example(features=features).SerializeToString(deterministic=True))
 
 
-def build_data(dataset: str, out_dir: Path, fractions: tuple[float, float, float], seed: int, options: DataOptions = DataOptions()) -> dict:
-    """Read ``dataset``, split it and write ``OUTPUT_FILES`` into ``out_dir``; return the summary."""
-    from edge_build.metrics import distribution  # numpy, like duplicates: not at import time
-
+def build_data(dataset: str, outputs: list[Path], fractions: tuple[float, float, float], seed: int, options: DataOptions = DataOptions()) -> dict:
+    """Read ``dataset``, split it and write ``outputs`` (the train, val and test split files, ``labels.txt``, ``summary.json``); return the summary."""
     corpus = read_corpus(dataset, options)
     labels = corpus_labels(dataset, corpus.examples)
     splits, findings = split_corpus(corpus.examples, labels, fractions, seed, options)
@@ -281,35 +287,54 @@ def build_data(dataset: str, out_dir: Path, fractions: tuple[float, float, float
     }
     for warning in corpus.warnings:
         cli.warn(warning)
-    targets = [out_dir / name for name in OUTPUT_FILES]
-    with atomic_outputs(*targets) as temporaries:
-        paths = dict(zip(OUTPUT_FILES, temporaries))
-        for split in SPLITS:
-            write_tfrecord(paths[f"{split}.tfrecord"], splits[split], label_ids)
-        paths["labels.txt"].write_text("".join(f"{label}\n" for label in labels), encoding="utf-8")
-        paths["summary.json"].write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    with atomic_outputs(*outputs) as (*split_files, labels_file, summary_file):
+        for split, path in zip(SPLITS, split_files):
+            write_tfrecord(path, splits[split], label_ids)
+        labels_file.write_text("".join(f"{label}\n" for label in labels), encoding="utf-8")
+        summary_file.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m edge_build.data", description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", default=DEFAULT_DATASET, help="a directory, a .csv, .tsv or .jsonl file, or embedded:<name> (default: %(default)s)")
-    parser.add_argument("--out-dir", type=Path, required=True, help="where the split files are written")
+    parser = argparse.ArgumentParser(prog="python -m edge_build.stages.data", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--dataset", default=DEFAULT_DATASET, help="a directory, a .csv, .tsv or .jsonl file, or embedded:<name> (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        nargs=len(SPLITS) + 2,
+        required=True,
+        metavar=("TRAIN", "VAL", "TEST", "LABELS", "SUMMARY"),
+        help="the split files (.tfrecord), labels.txt and summary.json to write",
+    )
     parser.add_argument("--split", default="80/10/10", help="train/val/test shares (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=1234, help="seed of the split (default: %(default)s)")
     parser.add_argument("--text-column", default="text", help="column (.csv, .tsv) or key (.jsonl) of the text (default: %(default)s)")
     parser.add_argument("--label-column", default="label", help="column (.csv, .tsv) or key (.jsonl) of the label (default: %(default)s)")
-    parser.add_argument("--delimiter", default="", help=r"delimiter of a .csv or .tsv file, one character or \t or tab (default: , for .csv, tab for .tsv)")
-    parser.add_argument("--label-conflicts", choices=LABEL_CONFLICT_RULES, default="drop", help="identical texts with different labels: drop them, or keep them in train only (default: %(default)s)")
-    parser.add_argument("--near-duplicates", choices=NEAR_DUPLICATE_RULES, default="report", help="near-duplicate texts: report those in different splits, or keep them in one split (default: %(default)s)")
+    parser.add_argument(
+        "--delimiter", default="", help=r"delimiter of a .csv or .tsv file, one character or \t or tab (default: , for .csv, tab for .tsv)"
+    )
+    parser.add_argument(
+        "--label-conflicts",
+        choices=LABEL_CONFLICT_RULES,
+        default="drop",
+        help="identical texts with different labels: drop them, or keep them in train only (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--near-duplicates",
+        choices=NEAR_DUPLICATE_RULES,
+        default="report",
+        help="near-duplicate texts: report those in different splits, or keep them in one split (default: %(default)s)",
+    )
     return parser
 
 
 def drive(args: argparse.Namespace) -> None:
     options = DataOptions(args.text_column, args.label_column, args.delimiter, args.label_conflicts, args.near_duplicates)
-    summary = build_data(args.dataset, args.out_dir, parse_fractions(args.split), args.seed, options)
+    summary = build_data(args.dataset, args.out, parse_fractions(args.split), args.seed, options)
     sizes = ", ".join(f"{split} {sum(counts.values())}" for split, counts in summary["counts"].items())
-    print(f"data: {summary['examples']} examples, {summary['used']} used, {len(summary['labels'])} classes ({sizes}) -> {args.out_dir}")
+    print(f"data: {summary['examples']} examples, {summary['used']} used, {len(summary['labels'])} classes ({sizes}) -> {args.out[0].parent}")
     copies, conflicts, near = summary["duplicates"], summary["label_conflicts"], summary["near_duplicates"]
     print(
         f"data: {copies['groups']} text(s) occur more than once ({copies['copies']} extra copies, each text in one split); "

@@ -1,7 +1,6 @@
 """Stage *baseline*: score a fixed classical text classifier and the majority class; write ``baseline.json``.
 
-Reads ``train.tfrecord``, ``val.tfrecord``, ``test.tfrecord`` and ``labels.txt``
-from the data stage's directory. The classical baseline is word (1-2) and
+Reads ``train.tfrecord``, ``val.tfrecord``, ``test.tfrecord`` and ``labels.txt``. The classical baseline is word (1-2) and
 character (1-3) TF-IDF into a logistic regression, fitted on the train split
 with settings that are never tuned, so it is a fixed bar the neural model has to
 clear; the majority baseline predicts the most frequent train class. Both are
@@ -20,10 +19,12 @@ import numpy as np
 
 from edge_build import cli
 from edge_build.atomic import write_json
+from edge_build.corpus import SPLITS
 from edge_build.errors import StageError
 from edge_build.metrics import headline_figures
 from edge_build.provenance import sha256_file
-from edge_build.records import read_labels, read_split
+from edge_build.records import read_labels
+from edge_build.tfrecord import read_split
 
 SCORED_SPLITS = ("val", "test")
 # One definition of the settings: the pipeline is built from these and the record describes it with them.
@@ -58,14 +59,14 @@ def read_texts(path: Path) -> tuple[list[str], np.ndarray]:
     return [text.decode("utf-8") for text in texts], labels
 
 
-def build_baseline(data_dir: Path, out: Path) -> tuple[dict, float]:
-    """Fit and score both baselines, write the record to ``out``; return it and the fit's seconds."""
+def build_baseline(split_files: dict[str, Path], labels_path: Path, out: Path) -> tuple[dict, float]:
+    """Fit on the train split and score both baselines on the others (``{split: path}``); write the record to ``out``; return it and the fit's seconds."""
     import sklearn
 
-    labels = read_labels(data_dir / "labels.txt")
-    train_path = data_dir / "train.tfrecord"
+    labels = read_labels(labels_path)
+    train_path = split_files["train"]
     train_texts, train_labels = read_texts(train_path)
-    splits = {split: read_texts(data_dir / f"{split}.tfrecord") for split in SCORED_SPLITS}
+    splits = {split: read_texts(split_files[split]) for split in SCORED_SPLITS}
 
     model = classical_model()
     started = time.perf_counter()
@@ -73,14 +74,19 @@ def build_baseline(data_dir: Path, out: Path) -> tuple[dict, float]:
         model.fit(train_texts, train_labels)
     except ValueError as exc:
         # min_df=2 keeps only n-grams found in two train texts; too few (or too alike) texts leave none, and the settings stay fixed.
-        raise StageError(f"{train_path}: {len(train_texts)} train texts are too few for the classical baseline's fixed TF-IDF settings (scikit-learn: {exc})") from None
+        raise StageError(
+            f"{train_path}: {len(train_texts)} train texts are too few for the classical baseline's fixed TF-IDF settings (scikit-learn: {exc})"
+        ) from None
     fit_seconds = time.perf_counter() - started
 
     # argmax takes the first of equal counts: ties go to the lowest label id.
     majority = int(np.argmax(np.bincount(train_labels, minlength=len(labels))))
     predictions = {split: model.predict(texts) for split, (texts, _) in splits.items()}
     scored = {
-        split: {"classical": headline_figures(y_true, predictions[split], labels), "majority": headline_figures(y_true, np.full_like(y_true, majority), labels)}
+        split: {
+            "classical": headline_figures(y_true, predictions[split], labels),
+            "majority": headline_figures(y_true, np.full_like(y_true, majority), labels),
+        }
         for split, (_, y_true) in splits.items()
     }
     record = {
@@ -92,7 +98,7 @@ def build_baseline(data_dir: Path, out: Path) -> tuple[dict, float]:
         "majority_class": {"label": labels[majority], "label_id": majority, "test_share": scored["test"]["majority"]["accuracy"]},
         **scored,
         # The quality stage pairs these with its own predictions example by example, so it must find the same file.
-        "test_split_sha256": sha256_file(data_dir / "test.tfrecord"),
+        "test_split_sha256": sha256_file(split_files["test"]),
         "test_predictions": predictions["test"].tolist(),
     }
     write_json(out, record)
@@ -100,14 +106,15 @@ def build_baseline(data_dir: Path, out: Path) -> tuple[dict, float]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m edge_build.baseline", description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", type=Path, required=True, help="the data stage's output directory")
+    parser = argparse.ArgumentParser(prog="python -m edge_build.stages.baseline", description=__doc__.splitlines()[0])
+    parser.add_argument("--splits", type=Path, nargs=len(SPLITS), required=True, help=f"the {', '.join(SPLITS)} split files")
+    parser.add_argument("--labels", type=Path, required=True, help="labels.txt")
     parser.add_argument("--out", type=Path, required=True, help="the baseline.json to write")
     return parser
 
 
 def drive(args: argparse.Namespace) -> None:
-    record, fit_seconds = build_baseline(args.data_dir, args.out)
+    record, fit_seconds = build_baseline(dict(zip(SPLITS, args.splits)), args.labels, args.out)
     classical, majority = record["test"]["classical"], record["test"]["majority"]
     print(
         f"baseline: test accuracy {classical['accuracy']:.4f} (macro F1 {classical['macro_f1']:.4f}) for {CLASSICAL_NAME}, "

@@ -20,13 +20,14 @@ import numpy as np
 
 from edge_build import cli
 from edge_build.atomic import atomic_outputs
+from edge_build.corpus import SPLITS
 from edge_build.markdown import table
 from edge_build.metrics import distribution
-from edge_build.records import read_split
-from edge_build.tokenizer import UNK, load_tokenizer
+from edge_build.records import read_json
+from edge_build.special_tokens import UNK
+from edge_build.tfrecord import read_split
+from edge_build.tokenizer import load_tokenizer
 
-SPLITS = ("train", "val", "test")
-OUTPUT_FILES = ("report.md", "report.json")
 _BATCH = 256
 
 
@@ -36,18 +37,18 @@ def token_counts(tokenizer, unk_id: int, texts: list[bytes]) -> tuple[np.ndarray
 
     lengths, unknown = [], []
     for start in range(0, len(texts), _BATCH):
-        ids = tokenizer.tokenize(tf.constant(texts[start:start + _BATCH])).merge_dims(-2, -1)
+        ids = tokenizer.tokenize(tf.constant(texts[start : start + _BATCH])).merge_dims(-2, -1)
         lengths.append(ids.row_lengths().numpy())
         unknown.append(tf.reduce_sum(tf.cast(tf.equal(ids, unk_id), tf.int64), axis=1).numpy())
     return np.concatenate(lengths), np.concatenate(unknown)
 
 
-def token_figures(data_dir: Path, vocab: Path, lower_case: bool, sequence_length: int) -> dict:
+def token_figures(split_files: dict[str, Path], vocab: Path, lower_case: bool, sequence_length: int) -> dict:
     tokens = vocab.read_text(encoding="utf-8").splitlines()
     tokenizer = load_tokenizer(vocab, lower_case)
     figures = {}
-    for split in SPLITS:
-        texts, _ = read_split(data_dir / f"{split}.tfrecord")
+    for split, path in split_files.items():
+        texts, _ = read_split(path)
         lengths, unknown = token_counts(tokenizer, tokens.index(UNK), texts)
         figures[split] = {
             "tokens": distribution(lengths),
@@ -74,59 +75,102 @@ def render(summary: dict, tokens: dict) -> str:
     labels, counts = summary["labels"], summary["counts"]
     used = {label: sum(counts[split][label] for split in SPLITS) for label in labels}
     lines = [f"# Data report: `{summary['dataset']}`", "", headline(summary, tokens) + ".", "", "## Examples per class and split", ""]
-    lines += table(["class", *SPLITS, "total", "share"],
-                   [[label, *(counts[split][label] for split in SPLITS), used[label], f"{used[label] / summary['used']:.1%}"] for label in labels]
-                   + [["**all**", *(sum(counts[split].values()) for split in SPLITS), summary["used"], "100%"]])
-    lines += ["", f"Largest class / smallest class: {summary['class_imbalance']:.2f}.", "", "## Lengths", "",
-              f"Characters, and WordPiece tokens before truncation at `sequence_length` = {tokens['sequence_length']} "
-              f"(vocabulary of {tokens['vocab_size']}, lower_case = {str(tokens['lower_case']).lower()}).", ""]
+    lines += table(
+        ["class", *SPLITS, "total", "share"],
+        [[label, *(counts[split][label] for split in SPLITS), used[label], f"{used[label] / summary['used']:.1%}"] for label in labels]
+        + [["**all**", *(sum(counts[split].values()) for split in SPLITS), summary["used"], "100%"]],
+    )
+    lines += [
+        "",
+        f"Largest class / smallest class: {summary['class_imbalance']:.2f}.",
+        "",
+        "## Lengths",
+        "",
+        f"Characters, and WordPiece tokens before truncation at `sequence_length` = {tokens['sequence_length']} "
+        f"(vocabulary of {tokens['vocab_size']}, lower_case = {str(tokens['lower_case']).lower()}).",
+        "",
+    ]
     rows = []
     for split in SPLITS:
         c, t = summary["characters"][split], tokens["splits"][split]
-        rows.append([split, *(f"{c[k]:.0f}" for k in ("median", "p95", "max")), *(f"{t['tokens'][k]:.0f}" for k in ("median", "p95", "max")), f"{t['truncated_share']:.1%}", f"{t['unk_rate']:.2%}"])
+        rows.append(
+            [
+                split,
+                *(f"{c[k]:.0f}" for k in ("median", "p95", "max")),
+                *(f"{t['tokens'][k]:.0f}" for k in ("median", "p95", "max")),
+                f"{t['truncated_share']:.1%}",
+                f"{t['unk_rate']:.2%}",
+            ]
+        )
     lines += table(["split", "chars median", "chars p95", "chars max", "tokens median", "tokens p95", "tokens max", "truncated", "[UNK] rate"], rows)
     duplicates, conflicts, near = summary["duplicates"], summary["label_conflicts"], summary["near_duplicates"]
-    lines += ["", "## Duplicates", "", f"Texts count as the same when they are equal after {summary['normalization']}.", "",
-              f"{duplicates['groups']} texts occur more than once ({duplicates['copies']} extra copies); each group went wholly into one split, "
-              "so no validation or test text equals a training text.", ""]
+    lines += [
+        "",
+        "## Duplicates",
+        "",
+        f"Texts count as the same when they are equal after {summary['normalization']}.",
+        "",
+        f"{duplicates['groups']} texts occur more than once ({duplicates['copies']} extra copies); each group went wholly into one split, "
+        "so no validation or test text equals a training text.",
+        "",
+    ]
     if duplicates["largest"]:
-        lines += table(["copies", "label", "sources"], [[g["size"], g["label"], ", ".join(f"`{s}`" for s in g["sources"])] for g in duplicates["largest"]])
+        lines += table(
+            ["copies", "label", "sources"], [[g["size"], g["label"], ", ".join(f"`{s}`" for s in g["sources"])] for g in duplicates["largest"]]
+        )
     rule = {"drop": "dropped from every split", "train": "kept in the training split only"}[conflicts["rule"]]
-    lines += ["", "## Label conflicts", "", f"{conflicts['groups']} texts ({conflicts['examples']} examples) carry more than one label: {rule} (`[data] label_conflicts = \"{conflicts['rule']}\"`).", ""]
+    lines += [
+        "",
+        "## Label conflicts",
+        "",
+        f'{conflicts["groups"]} texts ({conflicts["examples"]} examples) carry more than one label: {rule} (`[data] label_conflicts = "{conflicts["rule"]}"`).',
+        "",
+    ]
     if conflicts["list"]:
         lines += table(["labels", "sources"], [[", ".join(c["labels"]), ", ".join(f"`{s}`" for s in c["sources"])] for c in conflicts["list"]])
-    lines += ["", "## Near-duplicates", "",
-              f"Pairs of texts whose {near['shingle']} have a Jaccard similarity of at least {near['threshold']:g} (MinHash candidates, checked exactly): "
-              f"{near['pairs']} pairs, {near['cross_split_pairs']} of them across splits (`[data] near_duplicates = \"{near['rule']}\"`).", ""]
+    lines += [
+        "",
+        "## Near-duplicates",
+        "",
+        f"Pairs of texts whose {near['shingle']} have a Jaccard similarity of at least {near['threshold']:g} (MinHash candidates, checked exactly): "
+        f'{near["pairs"]} pairs, {near["cross_split_pairs"]} of them across splits (`[data] near_duplicates = "{near["rule"]}"`).',
+        "",
+    ]
     if near["list"]:
-        lines += table(["a", "b", "splits", "Jaccard"], [[f"`{p['a']}`", f"`{p['b']}`", " / ".join(p["splits"]), f"{p['jaccard']:.2f}"] for p in near["list"]])
+        lines += table(
+            ["a", "b", "splits", "Jaccard"], [[f"`{p['a']}`", f"`{p['b']}`", " / ".join(p["splits"]), f"{p['jaccard']:.2f}"] for p in near["list"]]
+        )
     lines += [f"\n- warning: {w}" for w in summary.get("warnings", [])]
     return "\n".join(lines) + "\n"
 
 
-def build_data_report(data_dir: Path, vocab: Path, lower_case: bool, sequence_length: int, out_dir: Path) -> dict:
-    summary = json.loads((data_dir / "summary.json").read_text(encoding="utf-8"))
-    tokens = token_figures(data_dir, vocab, lower_case, sequence_length)
+def build_data_report(
+    split_files: dict[str, Path], summary_path: Path, vocab: Path, lower_case: bool, sequence_length: int, out: tuple[Path, Path]
+) -> dict:
+    """Write ``out`` (the Markdown page, the JSON record) from the splits (``{split: path}``), the data summary and the vocabulary."""
+    summary = read_json(summary_path)
+    tokens = token_figures(split_files, vocab, lower_case, sequence_length)
     record = {**tokens, "headline": headline(summary, tokens)}
-    with atomic_outputs(*(out_dir / name for name in OUTPUT_FILES)) as (markdown_tmp, json_tmp):
+    with atomic_outputs(*out) as (markdown_tmp, json_tmp):
         markdown_tmp.write_text(render(summary, tokens), encoding="utf-8")
         json_tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return record
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m edge_build.data_report", description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", type=Path, required=True, help="the data stage's output directory")
+    parser = argparse.ArgumentParser(prog="python -m edge_build.stages.data_report", description=__doc__.splitlines()[0])
+    parser.add_argument("--splits", type=Path, nargs=len(SPLITS), required=True, help=f"the {', '.join(SPLITS)} split files")
+    parser.add_argument("--summary", type=Path, required=True, help="the data stage's summary.json")
     parser.add_argument("--vocab", type=Path, required=True, help="vocab.txt from the vocab stage")
     parser.add_argument("--sequence-length", type=int, required=True)
     parser.add_argument("--lower-case", action=argparse.BooleanOptionalAction, required=True)
-    parser.add_argument("--out-dir", type=Path, required=True, help="where report.md and report.json go")
+    parser.add_argument("--out", type=Path, nargs=2, required=True, metavar=("REPORT_MD", "REPORT_JSON"))
     return parser
 
 
 def drive(args: argparse.Namespace) -> None:
-    record = build_data_report(args.data_dir, args.vocab, args.lower_case, args.sequence_length, args.out_dir)
-    print(f"data report: {record['headline']} -> {args.out_dir / 'report.md'}")
+    record = build_data_report(dict(zip(SPLITS, args.splits)), args.summary, args.vocab, args.lower_case, args.sequence_length, tuple(args.out))
+    print(f"data report: {record['headline']} -> {args.out[0]}")
 
 
 if __name__ == "__main__":

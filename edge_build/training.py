@@ -1,4 +1,4 @@
-"""Stage *train*: train the classifier from ``model_src`` with a custom, deterministic loop.
+"""Training the classifier from ``model_src`` with a custom, deterministic loop (the train stage runs ``train``).
 
 Reads ``train.tfrecord``, ``val.tfrecord``, ``labels.txt``, ``vocab.txt``, the
 hyperparameters TOML and the model source; writes ``model.weights.h5`` (the best
@@ -9,7 +9,6 @@ validation epoch. Runs under the ``tf.distribute`` strategy of ``[training] stra
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -17,9 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from edge_build import cli
 from edge_build.atomic import atomic_outputs
-from edge_build.config import Hyperparameters, load_hyperparameters
+from edge_build.config.hparams import Hyperparameters
 from edge_build.errors import ConfigError
 from edge_build.model_source import build_model
 from edge_build.records import parse_example, read_labels
@@ -34,10 +32,6 @@ class TrainInputs:
     vocab: Path
     hparams: Path
     model_source: Path
-
-    @classmethod
-    def from_data_dir(cls, data_dir: Path, vocab: Path, hparams: Path, model_source: Path) -> "TrainInputs":
-        return cls(data_dir / "train.tfrecord", data_dir / "val.tfrecord", data_dir / "labels.txt", vocab, hparams, model_source)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,9 +60,7 @@ def make_dataset(
 
     parallel_calls = tf.data.AUTOTUNE if pipeline.parallel_map else None
     dataset = (
-        tf.data.TFRecordDataset(str(records))
-        .map(parse_example, num_parallel_calls=parallel_calls)
-        .map(tokenize, num_parallel_calls=parallel_calls)
+        tf.data.TFRecordDataset(str(records)).map(parse_example, num_parallel_calls=parallel_calls).map(tokenize, num_parallel_calls=parallel_calls)
     )
     if pipeline.cache:
         dataset = dataset.cache()
@@ -257,26 +249,3 @@ def train(
         resolver = strategy.cluster_resolver
         print(f"train: {resolver.task_type} {resolver.task_id} is not the chief: the chief writes {weights_out.name} and {log_out.name}", flush=True)
     return log
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m edge_build.train", description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", type=Path, required=True, help="the data stage's output directory")
-    parser.add_argument("--vocab", type=Path, required=True, help="vocab.txt from the vocab stage")
-    parser.add_argument("--hparams", type=Path, required=True, help="hyperparameters TOML")
-    parser.add_argument("--model-source", type=Path, required=True, help="Python file defining build_model()")
-    parser.add_argument("--out-dir", type=Path, required=True, help="where model.weights.h5 and train_log.json go")
-    parser.add_argument("--epochs", type=int, help="override [training] epochs")
-    parser.add_argument("--seed", type=int, help="override [training] seed")
-    return parser
-
-
-def drive(args: argparse.Namespace) -> None:
-    hparams = load_hyperparameters(args.hparams).with_training(epochs=args.epochs, seed=args.seed)
-    inputs = TrainInputs.from_data_dir(args.data_dir, args.vocab, args.hparams, args.model_source)
-    log = train(inputs, hparams, args.out_dir / "model.weights.h5", args.out_dir / "train_log.json")
-    print(f"train: best epoch {log['best_epoch']}/{len(log['epochs'])}, val accuracy {log['best_val_accuracy']:.4f} -> {args.out_dir}")
-
-
-if __name__ == "__main__":
-    sys.exit(cli.run(build_parser, drive))

@@ -1,7 +1,7 @@
 """Stage *quality*: gate the reference model against the classical and majority baselines on the test split; write ``quality.json``.
 
-Reads the reference CPU SavedModel, ``test.tfrecord`` and ``labels.txt`` from the
-data stage's directory, and the baseline stage's ``baseline.json``. The reference
+Reads the reference's logits on the test split (the reference_logits stage),
+``test.tfrecord``, ``labels.txt`` and the baseline stage's ``baseline.json``. The reference
 model passes when its test accuracy is no more than ``--margin`` points below the
 classical baseline's and the lower end of its 95% Wilson interval is above the
 majority class's share of the test split; a small neural model that loses to
@@ -20,13 +20,14 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_build import cli, saved_model
+from edge_build import cli
 from edge_build.atomic import write_json
 from edge_build.errors import QualityGateError, StageError
 from edge_build.metrics import headline_figures
 from edge_build.provenance import sha256_file
-from edge_build.records import read_labels, read_split
+from edge_build.records import read_labels, read_rows
 from edge_build.stats import mcnemar_exact
+from edge_build.tfrecord import read_split
 
 
 def gap_points(reference: dict, classical: dict) -> float:
@@ -60,22 +61,22 @@ def check_quality(reference: dict, baselines: dict, margin_points: float) -> lis
     return breaches
 
 
-def read_baseline(path: Path, data_dir: Path, labels: list[str]) -> dict:
-    """``baseline.json``, after checking it was made from this data directory's labels and test split."""
+def read_baseline(path: Path, test_records: Path, labels: list[str]) -> dict:
+    """``baseline.json``, after checking it was made from these labels and this test split."""
     if not path.is_file():
         raise StageError(f"{path}: baseline file not found (run the baseline stage first)")
     record = json.loads(path.read_text(encoding="utf-8"))
-    if record["labels"] != labels or record["test_split_sha256"] != sha256_file(data_dir / "test.tfrecord"):
-        raise StageError(f"{path}: made from other labels or another test split than {data_dir} (run the baseline stage again)")
+    if record["labels"] != labels or record["test_split_sha256"] != sha256_file(test_records):
+        raise StageError(f"{path}: made from other labels or another test split than {test_records} (run the baseline stage again)")
     return record
 
 
-def gate_quality(reference_dir: Path, data_dir: Path, baseline_path: Path, margin_points: float, out: Path) -> dict:
+def gate_quality(reference_logits: Path, test_records: Path, labels_path: Path, baseline_path: Path, margin_points: float, out: Path) -> dict:
     """Score the reference on the test split, gate it against the baselines and write ``out`` only if it passes."""
-    labels = read_labels(data_dir / "labels.txt")
-    baseline = read_baseline(baseline_path, data_dir, labels)
-    texts, y_true = read_split(data_dir / "test.tfrecord")
-    predictions = np.argmax(saved_model.checked_logits(reference_dir, texts, labels), axis=-1)
+    labels = read_labels(labels_path)
+    baseline = read_baseline(baseline_path, test_records, labels)
+    _, y_true = read_split(test_records)
+    predictions = np.argmax(read_rows(reference_logits, len(y_true)), axis=-1)
     classical_predictions = np.asarray(baseline["test_predictions"])
     paired = mcnemar_exact(predictions == y_true, classical_predictions == y_true)
     reference = headline_figures(y_true, predictions, labels)
@@ -100,9 +101,10 @@ def gate_quality(reference_dir: Path, data_dir: Path, baseline_path: Path, margi
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m edge_build.quality", description=__doc__.splitlines()[0])
-    parser.add_argument("--reference", type=Path, required=True, help="the reference CPU SavedModel's version directory")
-    parser.add_argument("--data-dir", type=Path, required=True, help="the data stage's output directory")
+    parser = argparse.ArgumentParser(prog="python -m edge_build.stages.quality", description=__doc__.splitlines()[0])
+    parser.add_argument("--reference-logits", type=Path, required=True, help="the reference's test_logits.npy")
+    parser.add_argument("--test", type=Path, required=True, help="test.tfrecord")
+    parser.add_argument("--labels", type=Path, required=True, help="labels.txt")
     parser.add_argument("--baseline", type=Path, required=True, help="baseline.json from the baseline stage")
     parser.add_argument("--margin", type=float, required=True, help="accuracy points the reference may trail the classical baseline by")
     parser.add_argument("--out", type=Path, required=True, help="the quality.json to write")
@@ -112,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
 def drive(args: argparse.Namespace) -> None:
     if not 0 <= args.margin < math.inf:
         raise StageError(f"--margin {args.margin:g}: expected a finite number of accuracy points >= 0, such as 3")
-    record = gate_quality(args.reference, args.data_dir, args.baseline, args.margin, args.out)
+    record = gate_quality(args.reference_logits, args.test, args.labels, args.baseline, args.margin, args.out)
     reference, classical, majority, paired = record["reference"], record["classical"], record["majority"], record["mcnemar_vs_classical"]
     low, high = reference["ci95"]
     print(

@@ -1,4 +1,4 @@
-"""Stage *device_env*: the Python a target's device runtimes run in, provisioned once.
+"""Stage *runtime_env*: the Python a target's TF Lite runtimes run in (its runtime environment), provisioned once.
 
 For a profile whose architecture is this machine's, a virtual environment with
 numpy and the profile's runtimes. For an aarch64 profile on an x86_64 machine,
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -30,34 +29,30 @@ from pathlib import Path
 
 from edge_build import cli
 from edge_build.atomic import atomic_output
-from edge_build.config import TargetProfile
+from edge_build.board.runtime import RUNTIMES
 from edge_build.errors import StageError
+from edge_build.platforms import ARCH_ALIASES, host_arch
 
-ARCH_ALIASES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
 PYTHON_VERSION = "3.11"
 DEBIAN_PACKAGES = (
-    f"python{PYTHON_VERSION}-minimal", f"libpython{PYTHON_VERSION}-minimal", f"libpython{PYTHON_VERSION}-stdlib",
-    "libc6", "zlib1g", "libexpat1", "libffi8", "libssl3", "libgcc-s1", "libstdc++6",
+    f"python{PYTHON_VERSION}-minimal",
+    f"libpython{PYTHON_VERSION}-minimal",
+    f"libpython{PYTHON_VERSION}-stdlib",
+    "libc6",
+    "zlib1g",
+    "libexpat1",
+    "libffi8",
+    "libssl3",
+    "libgcc-s1",
+    "libstdc++6",
 )
 WHEEL_PLATFORMS = ("manylinux_2_34_aarch64", "manylinux_2_28_aarch64", "manylinux_2_27_aarch64", "manylinux2014_aarch64", "manylinux_2_17_aarch64")
-RUNTIME_REQUIREMENTS = {"tflite-runtime": "tflite-runtime>=2.14,<2.15", "ai-edge-litert": "ai-edge-litert>=2.3,<3"}
 BASE_REQUIREMENTS = ("numpy>=1.26,<2", "ml-dtypes<0.6")
 BACKPORTS_SOURCE = Path("/etc/apt/sources.list.d/edge-build-backports.sources")
-# ai-edge-litert 2.3's aarch64 build crashes on every model under qemu 7.2 and runs under qemu 10.
-LITERT_MIN_QEMU = (8, 0)
-
-
-def host_arch() -> str:
-    return ARCH_ALIASES.get(platform.machine().lower(), platform.machine().lower())
-
-
-def needs_emulation(profile: TargetProfile) -> bool:
-    """Whether the profile's runtimes cannot run in this machine's own Python."""
-    return bool(profile.tflite_artifacts) and profile.arch != host_arch()
 
 
 def run(command: list[str], what: str, fix: str) -> str:
-    print("device-env: " + " ".join(command), flush=True)
+    print("runtime-env: " + " ".join(command), flush=True)
     try:
         done = subprocess.run(command, capture_output=True, text=True)
     except FileNotFoundError:
@@ -92,18 +87,21 @@ def debian_source() -> tuple[str, str, str]:
 def prepare_apt() -> None:
     """Add the arm64 architecture and the backports source if they are missing (the only machine-wide changes)."""
     if os.geteuid() != 0:
-        raise StageError("provisioning emulation installs qemu-user with apt-get and needs root (run: sudo scons target=arm64 device-env)")
+        raise StageError("provisioning emulation installs qemu-user with apt-get and needs root (run: sudo scons target=arm64 runtime-env)")
     if "arm64" not in run(["dpkg", "--print-foreign-architectures"], "dpkg", "install dpkg").split():
-        print("device-env: adding the arm64 foreign architecture to dpkg (machine-wide)")
+        print("runtime-env: adding the arm64 foreign architecture to dpkg (machine-wide)")
         run(["dpkg", "--add-architecture", "arm64"], "dpkg --add-architecture arm64", "run it as root")
     uris, signed_by, codename = debian_source()
     entry = f"Types: deb\nURIs: {uris}\nSuites: {codename}-backports\nComponents: main\nSigned-By: {signed_by}\n"
     if not BACKPORTS_SOURCE.is_file() or BACKPORTS_SOURCE.read_text() != entry:
-        print(f"device-env: adding {BACKPORTS_SOURCE} ({codename}-backports from {uris}; machine-wide)")
+        print(f"runtime-env: adding {BACKPORTS_SOURCE} ({codename}-backports from {uris}; machine-wide)")
         BACKPORTS_SOURCE.write_text(entry)
     run(["apt-get", "update", "-qq"], "apt-get update", "check the network and /etc/apt/sources.list.d")
-    run(["apt-get", "install", "-y", "-qq", "-t", f"{codename}-backports", "qemu-user"], "apt-get install qemu-user",
-        f"apt-get install -t {codename}-backports qemu-user")
+    run(
+        ["apt-get", "install", "-y", "-qq", "-t", f"{codename}-backports", "qemu-user"],
+        "apt-get install qemu-user",
+        f"apt-get install -t {codename}-backports qemu-user",
+    )
 
 
 def qemu_version(qemu: str) -> tuple[int, int]:
@@ -116,11 +114,15 @@ def assemble_python(root: Path) -> Path:
     """An aarch64 CPython under ``root/sysroot`` from Debian's arm64 packages."""
     debs, sysroot = root / "debs", root / "sysroot"
     debs.mkdir(parents=True)
-    print(f"device-env: fetching {', '.join(p + ':arm64' for p in DEBIAN_PACKAGES)}")
+    print(f"runtime-env: fetching {', '.join(p + ':arm64' for p in DEBIAN_PACKAGES)}")
     subprocess_cwd = os.getcwd()
     os.chdir(debs)
     try:
-        run(["apt-get", "download", "-qq", *(f"{p}:arm64" for p in DEBIAN_PACKAGES)], "apt-get download (arm64 packages)", "apt-get update, and dpkg --add-architecture arm64")
+        run(
+            ["apt-get", "download", "-qq", *(f"{p}:arm64" for p in DEBIAN_PACKAGES)],
+            "apt-get download (arm64 packages)",
+            "apt-get update, and dpkg --add-architecture arm64",
+        )
     finally:
         os.chdir(subprocess_cwd)
     for deb in sorted(debs.glob("*.deb")):
@@ -132,19 +134,20 @@ def assemble_python(root: Path) -> Path:
 def install_wheels(site: Path, runtimes: list[str], platforms: tuple[str, ...] | None) -> None:
     """Download the runtimes' wheels (for ``platforms``, or this machine) and unpack them into ``site``."""
     wheels = site.parent / "wheels"
-    requirements = [*BASE_REQUIREMENTS, *(RUNTIME_REQUIREMENTS[r] for r in runtimes)]
+    requirements = [*BASE_REQUIREMENTS, *(RUNTIMES[r].requirement for r in runtimes)]
     command = [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(wheels)]
     if platforms:
         command += ["--python-version", PYTHON_VERSION, *(arg for p in platforms for arg in ("--platform", p))]
-    run([*command, *requirements], "pip download (device runtime wheels)", "check access to the package registry")
+    run([*command, *requirements], "pip download (runtime wheels)", "check access to the package registry")
     for wheel in sorted(wheels.glob("*.whl")):
         with zipfile.ZipFile(wheel) as archive:
             archive.extractall(site)
     shutil.rmtree(wheels)
 
 
-def provision(arch: str, runtimes: list[str], out_dir: Path, project_root: Path) -> dict:
-    """Provision the device Python for ``arch`` with ``runtimes`` under ``out_dir``; return the env.json record."""
+def provision(arch: str, runtimes: list[str], env_json: Path, project_root: Path) -> dict:
+    """Provision the runtime environment for ``arch`` with ``runtimes`` in ``env_json``'s folder; return the record written there."""
+    out_dir = env_json.parent
     with atomic_output(out_dir) as staging:
         staging.mkdir()
         site = staging / "site-packages"
@@ -154,12 +157,12 @@ def provision(arch: str, runtimes: list[str], out_dir: Path, project_root: Path)
             prepare_apt()
             qemu = shutil.which("qemu-aarch64") or "/usr/bin/qemu-aarch64"
             version = qemu_version(qemu)
-            sysroot = assemble_python(staging)
+            assemble_python(staging)
             install_wheels(site, runtimes, WHEEL_PLATFORMS)
             final_sysroot = out_dir.resolve() / "sysroot"
             prefix = [qemu, "-L", str(final_sysroot), str(final_sysroot / "usr" / "bin" / f"python{PYTHON_VERSION}")]
             emulator = {"path": qemu, "version": ".".join(map(str, version))}
-            checkable = {name: (version >= LITERT_MIN_QEMU or name != "ai-edge-litert") for name in runtimes}
+            checkable = {name: RUNTIMES[name].min_qemu is None or version >= RUNTIMES[name].min_qemu for name in runtimes}
         else:
             install_wheels(site, runtimes, None)
             prefix, emulator = [sys.executable], None
@@ -174,12 +177,14 @@ def provision(arch: str, runtimes: list[str], out_dir: Path, project_root: Path)
                 name: {
                     "version": wheel_version(site, name),
                     "checkable": checkable[name],
-                    "reason": None if checkable[name] else f"{name}'s aarch64 build crashes under qemu {emulator['version']}; it needs qemu >= 8 (qemu-user from backports)",
+                    "reason": None
+                    if checkable[name]
+                    else f"{name}'s aarch64 build crashes under qemu {emulator['version']}; it needs qemu >= {'.'.join(map(str, RUNTIMES[name].min_qemu))} (qemu-user from backports)",
                 }
                 for name in runtimes
             },
         }
-        (staging / "env.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        (staging / env_json.name).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     probe(record)
     return record
 
@@ -187,32 +192,41 @@ def provision(arch: str, runtimes: list[str], out_dir: Path, project_root: Path)
 def wheel_version(site: Path, runtime: str) -> str | None:
     prefix = runtime.replace("-", "_") + "-"
     for info in site.glob(f"{prefix}*.dist-info"):
-        return info.name[len(prefix):].removesuffix(".dist-info")
+        return info.name[len(prefix) :].removesuffix(".dist-info")
     return None
 
 
 def probe(record: dict) -> None:
     """Start the provisioned Python once and import numpy in it: a broken environment fails here, not in the checks."""
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(record["pythonpath"])}
-    done = subprocess.run([*record["python"], "-c", "import platform, numpy; print(platform.machine(), numpy.__version__)"],
-                          capture_output=True, text=True, env=environment, timeout=300)
+    done = subprocess.run(
+        [*record["python"], "-c", "import platform, numpy; print(platform.machine(), numpy.__version__)"],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+    )
     if done.returncode != 0:
-        raise StageError(f"the provisioned {record['arch']} Python does not start: {(done.stderr.strip().splitlines() or ['exit ' + str(done.returncode)])[-1]}")
-    print(f"device-env: the {record['arch']} Python runs ({done.stdout.strip()}){' under qemu ' + record['emulator']['version'] if record['emulated'] else ''}")
+        raise StageError(
+            f"the provisioned {record['arch']} Python does not start: {(done.stderr.strip().splitlines() or ['exit ' + str(done.returncode)])[-1]}"
+        )
+    print(
+        f"runtime-env: the {record['arch']} Python runs ({done.stdout.strip()}){' under qemu ' + record['emulator']['version'] if record['emulated'] else ''}"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m edge_build.device_env", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m edge_build.stages.runtime_env", description=__doc__.splitlines()[0])
     parser.add_argument("--arch", choices=sorted(set(ARCH_ALIASES.values())), required=True)
-    parser.add_argument("--runtime", action="append", choices=sorted(RUNTIME_REQUIREMENTS), required=True, help="repeat for each runtime")
-    parser.add_argument("--out-dir", type=Path, required=True, help="where the environment and env.json go")
+    parser.add_argument("--runtime", action="append", choices=sorted(RUNTIMES), required=True, help="repeat for each runtime")
+    parser.add_argument("--out", type=Path, required=True, help="the env.json to write; the environment goes beside it")
     return parser
 
 
 def drive(args: argparse.Namespace) -> None:
-    record = provision(args.arch, args.runtime, args.out_dir, Path.cwd())
+    record = provision(args.arch, args.runtime, args.out, Path.cwd())
     runtimes = ", ".join(f"{n} {r['version']}" + ("" if r["checkable"] else " (not checkable here)") for n, r in record["runtimes"].items())
-    print(f"device-env: {args.out_dir}/env.json ready: {'emulated' if record['emulated'] else 'native'} {record['arch']}; {runtimes}")
+    print(f"runtime-env: {args.out} ready: {'emulated' if record['emulated'] else 'native'} {record['arch']}; {runtimes}")
 
 
 if __name__ == "__main__":

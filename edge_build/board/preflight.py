@@ -1,4 +1,4 @@
-"""Can this runtime load and run this model? ``python -m edge_build.device.preflight RUNTIME MODEL``.
+"""Can this runtime load and run this model? ``python -m edge_build.board.preflight RUNTIME MODEL``.
 
 Loads the model, allocates its tensors and invokes it once on an all-padding
 input, then prints one JSON object: the runtime and its version, the input and
@@ -19,7 +19,12 @@ from .runtime import RuntimeMissing, load_interpreter, runtime_version
 
 def describe(details: list[dict]) -> list[dict]:
     return [
-        {"name": d["name"], "dtype": np.dtype(d["dtype"]).name, "shape": [int(n) for n in d["shape"]], "quantization": [float(q) for q in d["quantization"]]}
+        {
+            "name": d["name"],
+            "dtype": np.dtype(d["dtype"]).name,
+            "shape": [int(n) for n in d["shape"]],
+            "quantization": [float(q) for q in d["quantization"]],
+        }
         for d in details
     ]
 
@@ -43,7 +48,7 @@ def preflight(runtime: str, model_path: str) -> dict:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: python -m edge_build.device.preflight RUNTIME MODEL.tflite", file=sys.stderr)
+        print("usage: python -m edge_build.board.preflight RUNTIME MODEL.tflite", file=sys.stderr)
         return 2
     result = preflight(*argv)
     print(json.dumps(result))

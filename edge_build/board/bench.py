@@ -1,6 +1,6 @@
-"""Benchmark a TF Lite model on a device runtime, and re-check the golden set with ``--parity``.
+"""Benchmark a TF Lite model on a TF Lite runtime, and re-check the golden set with ``--parity``.
 
-    python -m edge_build.device.bench MODEL [--runtime tflite-runtime] [--threads 1]
+    python -m edge_build.board.bench MODEL [--runtime tflite-runtime] [--threads 1]
         [--warmup 20] [--runs 200] [--batch 1] [--golden golden.npz] [--parity]
         [--out result.json] [--outputs logits.npy]
 
@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from .golden import compare, load_golden
+from .parity import compare, load_golden
 from .runtime import INTERPRETER_MODULES, RuntimeMissing, check_model_file, interpreter_module, runtime_version
 
 
@@ -185,8 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     if "parity" in result:
         p = result["parity"]
-        print(f"parity on {p['examples']} golden examples: top-1 agreement {p['top1_agreement']:.4f}, "
-              f"max |Δlogit| {p['max_abs_logit_error']:.3g}, accuracy {p['accuracy']:.4f} (reference {p['reference_accuracy']:.4f})")
+        print(
+            f"parity on {p['examples']} golden examples: top-1 agreement {p['top1_agreement']:.4f}, "
+            f"max |Δlogit| {p['max_abs_logit_error']:.3g}, accuracy {p['accuracy']:.4f} (reference {p['reference_accuracy']:.4f})"
+        )
     return 0
 
 

@@ -1,12 +1,16 @@
-"""Stage *tflite*: convert the trained model's ids -> logits function to TF Lite, float32 or INT8.
+"""Stage *tflite*: convert the trained model's ids -> logits function to one TF Lite artifact (float32, float16 weights or INT8).
 
-Reads the weights, the training log, ``vocab.txt``, ``labels.txt``, ``val.tfrecord``,
-the hyperparameters, the model source, the target profile and, for INT8, the
-calibration stage's ``representative.npy``. Writes ``model_<precision>.tflite`` and
-``tflite_<precision>.json``: converter settings, every operator with its version and
+Reads the weights, the training log, ``vocab.txt``, ``labels.txt``, the validation
+split with its token ids, the test split's token ids, the hyperparameters, the
+model source, the target profile and, for a calibrated artifact, the calibration
+stage's ``representative.npy``. Writes the artifact's ``.tflite``, its record
+``<artifact>.json`` (converter settings, every operator with its version and
 count (builtin, Flex or custom), which tensors stayed float, the validation-split
 parity against the Keras model, the per-layer quantization error (INT8), and the
-result of loading and invoking the model on each runtime the profile lists.
+result of loading and invoking the model on each runtime the profile lists) and
+``<artifact>.test_logits.npy``: its logits on the test split on TensorFlow's own
+interpreter, which the runtime checks and the report compare with, so neither
+has to load TensorFlow.
 
 The build stops, and no ``.tflite`` is written, when the model needs Flex ops a
 runtime cannot run, when a runtime cannot load or run it (an operator version it
@@ -18,7 +22,6 @@ error, and only these checks keep such a model from shipping.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import dataclasses
 import hashlib
@@ -26,21 +29,23 @@ import io
 import json
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
 
 from edge_build import cli, parity
+from edge_build.artifacts import ARTIFACTS
 from edge_build.atomic import atomic_outputs
-from edge_build.config import TargetProfile, load_hyperparameters, load_profile
+from edge_build.config.hparams import load_hyperparameters
+from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
 from edge_build.isolated import run_isolated
 from edge_build.model_source import check_weights_loaded, load_trained_model
 from edge_build.provenance import package_versions
-from edge_build.records import read_labels, read_split
+from edge_build.records import read_labels, read_rows
+from edge_build.tflite_host import make_converter, quiet_tensorflow_lite, run_tflite
+from edge_build.tfrecord import read_split
 
-PRECISIONS = ("fp32", "int8")
 PREFLIGHT_TIMEOUT_S = 120
 # The per-layer debugger runs the model op by op; this many calibration samples give stable figures.
 DEBUG_SAMPLES = 64
@@ -53,45 +58,11 @@ class ConversionInputs:
     vocab: Path
     weights: Path
     train_log: Path
-    data_dir: Path
+    labels: Path
+    val_records: Path
+    val_ids: Path
+    test_ids: Path
     representative: Path | None = None
-
-
-@contextlib.contextmanager
-def quiet_tensorflow_lite():
-    """Silence what TF Lite's Python side says on every call and nobody here can act on.
-
-    Keras prints the endpoints of the temporary SavedModel each conversion makes;
-    ``tf.lite.Interpreter`` warns it is deprecated in favour of ai-edge-litert
-    (the device checks use the device runtimes; this one is the host reference);
-    the converter warns about the int32 ids input, which is not quantized by design.
-    """
-    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"\s*Warning: tf.lite.Interpreter is deprecated", category=UserWarning)
-        # The int32 ids input is not quantized by design; the converter warns that it has no statistics for it.
-        warnings.filterwarnings("ignore", message="Statistics for quantized inputs were expected", category=UserWarning)
-        yield
-
-
-def make_converter(model, precision: str, profile: TargetProfile, representative: np.ndarray | None):
-    """A ``TFLiteConverter`` for the Keras model, set up as the profile asks.
-
-    ``from_keras_model``, not a ``tf.Module`` wrapper: a Keras 3 model saved inside a
-    module converts to a weightless model of VAR_HANDLE ops without any error.
-    """
-    import tensorflow as tf
-
-    converter = tf.lite.TFLiteConverter.from_keras_model(model)
-    builtins = tf.lite.OpsSet.TFLITE_BUILTINS_INT8 if precision == "int8" else tf.lite.OpsSet.TFLITE_BUILTINS
-    converter.target_spec.supported_ops = [builtins] + ([tf.lite.OpsSet.SELECT_TF_OPS] if profile.quantization.select_tf_ops else [])
-    if precision == "int8":
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        converter.representative_dataset = lambda: ([row[None]] for row in representative)
-        if profile.quantization.output_type == "int8":
-            converter.inference_output_type = tf.int8
-        # tflite-runtime 2.14 cannot load TF 2.21's per-channel dense layers, and its aarch64 build crashes on them.
-        converter._experimental_disable_per_channel_quantization_for_dense_layers = not profile.per_channel_dense
-    return converter
 
 
 def inspect_model(content: bytes) -> dict:
@@ -110,9 +81,11 @@ def inspect_model(content: bytes) -> dict:
             kind = "builtin" if not code.customCode else ("flex" if name.startswith("Flex") else "custom")
             operators[(name, code.version, kind)] = operators.get((name, code.version, kind), 0) + 1
     tensors = [t for subgraph in model.subgraphs for t in subgraph.tensors]
+
     def is_constant(tensor) -> bool:
         buffer = model.buffers[tensor.buffer]
         return buffer.data is not None and len(buffer.data) > 0
+
     tensor_types: dict[str, int] = {}
     for tensor in tensors:
         tensor_types[type_names[tensor.type]] = tensor_types.get(type_names[tensor.type], 0) + 1
@@ -124,24 +97,6 @@ def inspect_model(content: bytes) -> dict:
         "float_activations": sorted(t.name.decode() for t in tensors if type_names[t.type] == "FLOAT32" and not is_constant(t)),
         "float_constants": sorted(t.name.decode() for t in tensors if type_names[t.type] == "FLOAT32" and is_constant(t)),
     }
-
-
-def run_tflite(content: bytes, ids: np.ndarray) -> np.ndarray:
-    """Float logits of the model for ``ids`` on TensorFlow's own interpreter (int8 outputs dequantized)."""
-    import tensorflow as tf
-
-    with quiet_tensorflow_lite():
-        interpreter = tf.lite.Interpreter(model_content=content)
-    (inp,), (out,) = interpreter.get_input_details(), interpreter.get_output_details()
-    interpreter.resize_tensor_input(inp["index"], list(ids.shape))
-    interpreter.allocate_tensors()
-    interpreter.set_tensor(inp["index"], ids.astype(inp["dtype"]))
-    interpreter.invoke()
-    logits = interpreter.get_tensor(out["index"])
-    if out["dtype"] == np.int8:
-        scale, zero_point = out["quantization"]
-        logits = (logits.astype(np.float32) - zero_point) * scale
-    return logits
 
 
 def quantization_errors(converter, representative: np.ndarray) -> list[dict]:
@@ -158,22 +113,24 @@ def quantization_errors(converter, representative: np.ndarray) -> list[dict]:
     for row in csv.DictReader(io.StringIO(dump.getvalue())):
         scale = float(row["scale"])
         rmse = float(row["mean_squared_error"]) ** 0.5
-        rows.append({
-            "op": row["op_name"],
-            "tensor": row["tensor_name"],
-            "scale": scale,
-            "zero_point": int(float(row["zero_point"])),
-            "rmse": rmse,
-            "max_abs_error": float(row["max_abs_error"]),
-            # Error in quantization steps: ~0.29 (uniform rounding) is the floor; much more means the range is poorly set.
-            "rmse_in_steps": rmse / scale if scale else 0.0,
-        })
+        rows.append(
+            {
+                "op": row["op_name"],
+                "tensor": row["tensor_name"],
+                "scale": scale,
+                "zero_point": int(float(row["zero_point"])),
+                "rmse": rmse,
+                "max_abs_error": float(row["max_abs_error"]),
+                # Error in quantization steps: ~0.29 (uniform rounding) is the floor; much more means the range is poorly set.
+                "rmse_in_steps": rmse / scale if scale else 0.0,
+            }
+        )
     return sorted(rows, key=lambda r: -r["rmse_in_steps"])
 
 
 def preflight(model_path: Path, runtime: str) -> dict:
     """Load and invoke the model with ``runtime`` in a separate process (it cannot share one with TensorFlow)."""
-    command = [sys.executable, "-m", "edge_build.device.preflight", runtime, str(model_path)]
+    command = [sys.executable, "-m", "edge_build.board.preflight", runtime, str(model_path)]
     result, abnormal = run_isolated(command, PREFLIGHT_TIMEOUT_S)
     if abnormal:
         return {"runtime": runtime, "ok": False, "error": abnormal}
@@ -184,21 +141,26 @@ def preflight(model_path: Path, runtime: str) -> dict:
         return {"runtime": runtime, "ok": False, "error": f"exit {result.returncode}: {(result.stderr.strip().splitlines() or [''])[-1]}"}
 
 
-def convert(precision: str, inputs: ConversionInputs, profile: TargetProfile, profile_path: Path, model_out: Path, report_out: Path) -> dict:
-    """Convert, check and write ``model_out`` and ``report_out``; return the report."""
-    from edge_build.tokenizer import token_ids
-
+def convert(artifact: str, inputs: ConversionInputs, profile: TargetProfile, outputs: tuple[Path, Path, Path]) -> dict:
+    """Convert, check and write ``outputs`` (the model, its JSON record, its test-split logits); return the record."""
+    row = ARTIFACTS[artifact]
+    if row.kind != "tflite":
+        raise StageError(
+            f"{artifact}: not a TF Lite artifact (the tflite stage makes {', '.join(a for a, r in ARTIFACTS.items() if r.kind == 'tflite')})"
+        )
+    precision = row.precision
+    model_out, report_out, logits_out = outputs
     hparams = load_hyperparameters(inputs.hparams)
-    labels = read_labels(inputs.data_dir / "labels.txt")
+    labels = read_labels(inputs.labels)
     model = load_trained_model(inputs.model_source, hparams, inputs.hparams, inputs.vocab, len(labels), inputs.weights)
-    val_texts, val_labels = read_split(inputs.data_dir / "val.tfrecord")
-    val_ids = token_ids(inputs.vocab, hparams.tokenizer.lower_case, val_texts, hparams.tokenizer.sequence_length)
+    _, val_labels = read_split(inputs.val_records)
+    val_ids = read_rows(inputs.val_ids, len(val_labels))
     reference = model(val_ids, training=False).numpy()
 
     representative = None
-    if precision == "int8":
+    if row.calibrated:
         if inputs.representative is None:
-            raise StageError("INT8 conversion needs the calibration stage's representative.npy (--representative)")
+            raise StageError(f"{artifact} needs the calibration stage's representative.npy (--representative)")
         representative = np.load(inputs.representative)
         if representative.ndim != 2 or representative.shape[1] != hparams.tokenizer.sequence_length or not len(representative):
             raise StageError(f"{inputs.representative}: expected int32 ids [N, {hparams.tokenizer.sequence_length}], found {representative.shape}")
@@ -207,7 +169,7 @@ def convert(precision: str, inputs: ConversionInputs, profile: TargetProfile, pr
     with quiet_tensorflow_lite():
         content = converter.convert()
     seconds = time.perf_counter() - started
-    where = f"{model_out.name} for {profile_path}"
+    where = f"{model_out.name} for {profile.source}"
 
     ops = inspect_model(content)
     flexless = [r.name for r in profile.runtimes if not r.flex_delegate]
@@ -216,21 +178,22 @@ def convert(precision: str, inputs: ConversionInputs, profile: TargetProfile, pr
     # After the Flex check, which is about the graph alone: a partly loaded model would convert fine and be wrong.
     check_weights_loaded(reference, val_labels, inputs.train_log, inputs.weights)
     figures = parity.compare(reference, run_tflite(content, val_ids), val_labels)
-    broken = parity.breaches(f"tflite_{precision}", figures, profile.tolerances)
+    broken = parity.breaches(artifact, figures, profile.tolerances)
     if broken:
-        print(parity.failure_table([(f"tflite_{precision}", "tf.lite, validation split", problem) for problem in broken]), file=sys.stderr)
+        print(parity.failure_table([(artifact, "tf.lite, validation split", problem) for problem in broken]), file=sys.stderr)
         raise StageError(f"{where}: on the validation split against the Keras model, {'; '.join(broken)}")
 
     report = {
-        "artifact": f"tflite_{precision}",
+        "artifact": artifact,
         "target": profile.name,
         "size_bytes": len(content),
         "sha256": hashlib.sha256(content).hexdigest(),
         "converter": {
             "tensorflow": package_versions("tensorflow")["tensorflow"],
             "seconds": round(seconds, 3),
-            "optimizations": ["DEFAULT"] if precision == "int8" else [],
+            "optimizations": [str(o).split(".")[-1] for o in converter.optimizations],
             "supported_ops": [str(op).split(".")[-1] for op in converter.target_spec.supported_ops],
+            **({"supported_types": [t.name for t in converter.target_spec.supported_types]} if converter.target_spec.supported_types else {}),
             "inference_output_type": profile.quantization.output_type if precision == "int8" else "float32",
             "per_channel_dense": profile.per_channel_dense if precision == "int8" else None,
             "calibration_samples": int(len(representative)) if representative is not None else 0,
@@ -240,43 +203,61 @@ def convert(precision: str, inputs: ConversionInputs, profile: TargetProfile, pr
     }
     if precision == "int8":
         report["quantization_errors"] = quantization_errors(converter, representative)
+    test_ids = np.load(inputs.test_ids, allow_pickle=False)
 
-    with atomic_outputs(model_out, report_out) as (model_tmp, report_tmp):
+    with atomic_outputs(model_out, report_out, logits_out) as (model_tmp, report_tmp, logits_tmp):
         model_tmp.write_bytes(content)
+        with open(logits_tmp, "wb") as handle:
+            np.save(handle, run_tflite(content, test_ids).astype(np.float32))
         results = {runtime.name: {**preflight(model_tmp, runtime.name), "model": str(model_out)} for runtime in profile.runtimes}
         failed = {name: r["error"] for name, r in results.items() if not r["ok"]}
         if failed:
-            raise StageError(f"{where}: " + "; ".join(f"{name} {results[name].get('version') or ''} cannot run it: {error}" for name, error in failed.items()))
+            raise StageError(
+                f"{where}: " + "; ".join(f"{name} {results[name].get('version') or ''} cannot run it: {error}" for name, error in failed.items())
+            )
         report["runtimes"] = results
         report_tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m edge_build.tflite", description=__doc__.splitlines()[0])
-    parser.add_argument("--precision", choices=PRECISIONS, required=True)
-    parser.add_argument("--profile", type=Path, required=True, help="targets/<name>.toml")
-    parser.add_argument("--data-dir", type=Path, required=True)
+    parser = argparse.ArgumentParser(prog="python -m edge_build.stages.tflite", description=__doc__.splitlines()[0])
+    parser.add_argument("--artifact", choices=[a for a, row in ARTIFACTS.items() if row.kind == "tflite"], required=True)
+    parser.add_argument("--profile", type=Path, required=True, help="the target profile (.toml)")
+    parser.add_argument("--labels", type=Path, required=True, help="labels.txt")
+    parser.add_argument("--val", type=Path, required=True, help="val.tfrecord (its labels)")
+    parser.add_argument("--val-ids", type=Path, required=True, help="the validation split's token ids (.npy)")
+    parser.add_argument("--test-ids", type=Path, required=True, help="the test split's token ids (.npy)")
     parser.add_argument("--vocab", type=Path, required=True)
     parser.add_argument("--weights", type=Path, required=True)
     parser.add_argument("--train-log", type=Path, required=True)
     parser.add_argument("--hparams", type=Path, required=True)
     parser.add_argument("--model-source", type=Path, required=True)
-    parser.add_argument("--representative", type=Path, help="representative.npy from the calibration stage (int8)")
-    parser.add_argument("--out", type=Path, required=True, help="the .tflite to write")
-    parser.add_argument("--report", type=Path, required=True, help="the JSON report to write")
+    parser.add_argument("--representative", type=Path, help="representative.npy from the calibration stage (calibrated artifacts)")
+    parser.add_argument("--out", type=Path, nargs=3, required=True, metavar=("MODEL", "RECORD_JSON", "TEST_LOGITS_NPY"))
     return parser
 
 
 def drive(args: argparse.Namespace) -> None:
-    profile = load_profile(args.profile.parent, args.profile.stem)
-    inputs = ConversionInputs(args.model_source, args.hparams, args.vocab, args.weights, args.train_log, args.data_dir, args.representative)
-    report = convert(args.precision, inputs, profile, args.profile, args.out, args.report)
+    profile = read_profile(args.profile)
+    inputs = ConversionInputs(
+        args.model_source,
+        args.hparams,
+        args.vocab,
+        args.weights,
+        args.train_log,
+        args.labels,
+        args.val,
+        args.val_ids,
+        args.test_ids,
+        args.representative,
+    )
+    report = convert(args.artifact, inputs, profile, tuple(args.out))
     figures = report["validation_parity"]
     flex = ", ".join(report["flex_ops"]) or "none"
     runtimes = ", ".join(f"{name} {r['version']} ok" for name, r in report["runtimes"].items())
     print(
-        f"tflite: {args.out} {report['size_bytes'] / 1e6:.2f} MB; val top-1 agreement {figures['top1_agreement']:.4f}, "
+        f"tflite: {args.out[0]} {report['size_bytes'] / 1e6:.2f} MB; val top-1 agreement {figures['top1_agreement']:.4f}, "
         f"max |Δlogit| {figures['max_abs_logit_error']:.3g}; Flex ops: {flex}; {runtimes}"
     )
 

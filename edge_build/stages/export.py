@@ -1,8 +1,8 @@
 """Stage *export*: a SavedModel, tokenizer and vocabulary inside, in TF Serving's layout.
 
 Reads the trained weights and training log, ``vocab.txt``, ``labels.txt``, ``val.tfrecord``, the
-hyperparameters and the model source; writes ``<out-dir>/1/`` (the files in
-``saved_model.FILES``) with two signatures:
+hyperparameters and the model source; writes ``<out-dir>/1/`` (the files of
+``layout.saved_model_files``) with two signatures:
 
   serving_default  text: tf.string [None]        -> logits, probabilities, label
   classify_ids     input_ids: tf.int32 [None, L] -> logits
@@ -38,11 +38,11 @@ import numpy as np
 
 from edge_build import cli, saved_model, xla
 from edge_build.atomic import atomic_output
-from edge_build.config import Hyperparameters, XlaChecks, load_hyperparameters
-from edge_build.errors import StageError
+from edge_build.config.hparams import Hyperparameters, load_hyperparameters
+from edge_build.errors import ConfigError, StageError
 from edge_build.model_source import check_weights_loaded, load_trained_model
 from edge_build.provenance import build_timestamp, git_revision, package_versions, sha256_file, size_of
-from edge_build.records import read_labels, read_split
+from edge_build.records import read_labels, read_split_with_tensorflow
 from edge_build.tokenizer import encode, load_tokenizer
 
 VERSION = "1"
@@ -105,9 +105,12 @@ def metadata(hparams: Hyperparameters, labels: list[str], vocab: Path, weights: 
         },
         "hyperparameters": hparams.to_dict(),
         "load_note": "import tensorflow_text before tf.saved_model.load: the tokenizer's ops live there"
-        + (f"; XLA compiles on the first call at each batch size: TF Serving replays {saved_model.WARMUP_FILE} "
-           f"(both signatures at batch sizes {', '.join(map(str, warmup_batch_sizes))}) after loading, other servers should do the same"
-           if jit_compile else ""),
+        + (
+            f"; XLA compiles on the first call at each batch size: TF Serving replays {saved_model.WARMUP_FILE} "
+            f"(both signatures at batch sizes {', '.join(map(str, warmup_batch_sizes))}) after loading, other servers should do the same"
+            if jit_compile
+            else ""
+        ),
         **({"warmup_batch_sizes": list(warmup_batch_sizes)} if jit_compile else {}),
     }
 
@@ -128,7 +131,8 @@ def content_derived_uuid(fingerprint_path: Path) -> None:
 
 
 def export(
-    data_dir: Path,
+    val_records: Path,
+    labels_path: Path,
     vocab: Path,
     weights: Path,
     train_log: Path,
@@ -146,7 +150,7 @@ def export(
     jit_compile = warmup_batch_sizes is not None
 
     hparams = load_hyperparameters(hparams_path)
-    labels = read_labels(data_dir / "labels.txt")
+    labels = read_labels(labels_path)
     model = load_trained_model(model_source, hparams, hparams_path, vocab, len(labels), weights)
     # The vocabulary's path as given becomes part of the graph (the lookup table's shared
     # name), and is read again when the asset is saved: give it the same relative path in
@@ -157,7 +161,7 @@ def export(
         tokenizer = load_tokenizer("vocab.txt", hparams.tokenizer.lower_case)
     module = make_serving_module(model, tokenizer, labels, hparams.tokenizer.sequence_length, jit_compile)
 
-    val_texts, val_labels = read_split(data_dir / "val.tfrecord")
+    val_texts, val_labels = read_split_with_tensorflow(val_records)
     expected_logits = saved_model.serve_in_batches(module.serving_default, val_texts)["logits"]
     check_weights_loaded(expected_logits, val_labels, train_log, weights)
 
@@ -175,7 +179,9 @@ def export(
         content_derived_uuid(staging / "fingerprint.pb")
         extra = staging / "assets.extra"
         extra.mkdir()
-        (extra / "metadata.json").write_text(json.dumps(metadata(hparams, labels, vocab, weights, warmup_batch_sizes), indent=2) + "\n", encoding="utf-8")
+        (extra / "metadata.json").write_text(
+            json.dumps(metadata(hparams, labels, vocab, weights, warmup_batch_sizes), indent=2) + "\n", encoding="utf-8"
+        )
         if jit_compile:
             if not saved_model.xla_compiled_functions(staging):
                 raise StageError(f"{final}: no function in the saved graph is marked for XLA compilation")
@@ -195,13 +201,16 @@ def require_compilation(staging: Path, final: Path) -> None:
     """Each signature, called in a fresh process at a shape not seen before there, must make XLA compile a module."""
     for call in xla.signatures_compiling(staging):
         if call["modules_compiled"] == 0:
-            raise StageError(f"{final}: calling {call['signature']} in a fresh process compiled no XLA module: the signature does not reach the jit-compiled function")
+            raise StageError(
+                f"{final}: calling {call['signature']} in a fresh process compiled no XLA module: the signature does not reach the jit-compiled function"
+            )
     print("XLA check: serving_default and classify_ids each compile XLA in a fresh process")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m edge_build.export", description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", type=Path, required=True, help="the data stage's output directory")
+    parser = argparse.ArgumentParser(prog="python -m edge_build.stages.export", description=__doc__.splitlines()[0])
+    parser.add_argument("--val", type=Path, required=True, help="val.tfrecord: the reload check's texts")
+    parser.add_argument("--labels", type=Path, required=True, help="labels.txt")
     parser.add_argument("--vocab", type=Path, required=True)
     parser.add_argument("--weights", type=Path, required=True, help="model.weights.h5 from the train stage")
     parser.add_argument("--train-log", type=Path, required=True, help="train_log.json from the train stage")
@@ -209,14 +218,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model-source", type=Path, required=True)
     parser.add_argument("--out-dir", type=Path, required=True, help="the SavedModel base directory; version 1 goes inside")
     parser.add_argument("--jit-compile", action="store_true", help="XLA-compile the ids -> logits function (the GPU flavour)")
-    parser.add_argument("--warmup-batch-sizes", type=int, nargs="+", default=list(XlaChecks().warmup_batch_sizes),
-                        help="with --jit-compile: the batch sizes of TF Serving's warm-up requests (the profile's [xla] warmup_batch_sizes)")
+    parser.add_argument(
+        "--warmup-batch-sizes",
+        type=int,
+        nargs="+",
+        help="with --jit-compile (required there): the batch sizes of TF Serving's warm-up requests (the profile's [xla] warmup_batch_sizes)",
+    )
     return parser
 
 
 def drive(args: argparse.Namespace) -> None:
+    if args.jit_compile != bool(args.warmup_batch_sizes):
+        raise ConfigError("--warmup-batch-sizes goes with --jit-compile, and --jit-compile needs it")
     sizes = tuple(args.warmup_batch_sizes) if args.jit_compile else None
-    path = export(args.data_dir, args.vocab, args.weights, args.train_log, args.hparams, args.model_source, args.out_dir, sizes)
+    path = export(args.val, args.labels, args.vocab, args.weights, args.train_log, args.hparams, args.model_source, args.out_dir, sizes)
     print(f"export: {'XLA' if args.jit_compile else 'CPU'} SavedModel ({size_of(path) / 1e6:.1f} MB) -> {path}")
 
 

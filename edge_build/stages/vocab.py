@@ -17,11 +17,9 @@ from pathlib import Path
 from edge_build import cli
 from edge_build.atomic import atomic_output
 from edge_build.errors import StageError
-from edge_build.records import read_split
+from edge_build.special_tokens import RESERVED_TOKENS
+from edge_build.tfrecord import read_split
 
-PAD, UNK = "[PAD]", "[UNK]"
-#: Token ids 0 and 1: padding must be 0 so that zero-padded ids mean "nothing here".
-RESERVED_TOKENS = (PAD, UNK)
 _COUNT_BATCH = 256
 
 
@@ -33,7 +31,7 @@ def count_words(texts: list[bytes], lower_case: bool) -> collections.Counter:
     splitter = BasicTokenizer(lower_case=lower_case)
     counts: collections.Counter = collections.Counter()
     for start in range(0, len(texts), _COUNT_BATCH):
-        words = splitter.tokenize(tf.constant(texts[start:start + _COUNT_BATCH]))
+        words = splitter.tokenize(tf.constant(texts[start : start + _COUNT_BATCH]))
         counts.update(words.flat_values.numpy().tolist())
     return collections.Counter({word.decode("utf-8"): n for word, n in counts.items()})
 
@@ -58,7 +56,7 @@ def build_vocab(train_records: Path, out_path: Path, vocab_size: int, lower_case
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m edge_build.vocab", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m edge_build.stages.vocab", description=__doc__.splitlines()[0])
     parser.add_argument("--train", type=Path, required=True, help="train.tfrecord from the data stage")
     parser.add_argument("--out", type=Path, required=True, help="vocab.txt to write")
     parser.add_argument("--vocab-size", type=int, required=True, help="the most tokens, reserved ones included")

@@ -1,10 +1,12 @@
 """Stage *calibrate*: build the INT8 representative dataset from real text.
 
 Reads ``calibration/calibration.toml`` (and the field-samples file it names), the
-data stage's split file it draws from, ``labels.txt`` and ``vocab.txt``; writes
-``representative.npy`` (int32 token ids ``[N, sequence_length]``, tokenized exactly
-as in training) and ``summary.json`` (what went in: counts per class, sources,
-checksum) into the output directory.
+split it draws from (its labels, from the split file) and that split's token ids
+(the tokenize stage), ``labels.txt`` and, for field samples only, ``vocab.txt``;
+writes ``representative.npy`` (int32 token ids ``[N, sequence_length]``, tokenized
+exactly as in training) and ``summary.json`` (what went in: counts per class,
+sources, checksum). Without field samples it never imports TensorFlow: a new
+calibration set costs the draw, not a tokenizer.
 
 Calibration data decides the INT8 activation ranges: random ids instead of real
 text cost about 12 points of accuracy in the seeds' trial, so the set is drawn
@@ -14,6 +16,7 @@ from real examples, and samples that tokenize to nothing are refused.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import random
@@ -24,15 +27,15 @@ import numpy as np
 
 from edge_build import cli
 from edge_build.atomic import atomic_outputs
-from edge_build.config import CalibrationConfig, load_calibration
+from edge_build.config.calibration import CalibrationConfig, load_calibration
 from edge_build.errors import ConfigError, StageError
-from edge_build.records import read_labels, read_split
-from edge_build.vocab import RESERVED_TOKENS
+from edge_build.records import read_labels, read_rows
+from edge_build.special_tokens import PAD_ID, UNK_ID
+from edge_build.tfrecord import read_split
 
-OUTPUT_FILES = ("representative.npy", "summary.json")
 #: Fewer samples than this give activation ranges worth a warning.
 SMALL_SET = 100
-_EMPTY_IDS = (RESERVED_TOKENS.index("[PAD]"), RESERVED_TOKENS.index("[UNK]"))
+_EMPTY_IDS = (PAD_ID, UNK_ID)
 
 
 def allocate(count: int, sizes: list[int]) -> list[int]:
@@ -73,34 +76,43 @@ def read_field_samples(path: Path) -> list[tuple[str, str]]:
     return samples
 
 
-def build_calibration(
-    config_path: Path,
-    data_dir: Path,
-    vocab: Path,
-    lower_case: bool,
-    sequence_length: int,
-    out_dir: Path,
-) -> dict:
-    """Write ``OUTPUT_FILES`` into ``out_dir`` and return the summary."""
-    from edge_build.tokenizer import token_ids
+@dataclasses.dataclass(frozen=True)
+class CalibrationInputs:
+    """What the representative set is drawn from: the split the configuration names, its ids, the label names and the vocabulary."""
 
+    split_records: Path
+    split_ids: Path
+    labels: Path
+    vocab: Path
+    lower_case: bool
+    sequence_length: int
+
+
+def build_calibration(config_path: Path, inputs: CalibrationInputs, out: tuple[Path, Path]) -> dict:
+    """Write ``out`` (``representative.npy``, ``summary.json``) and return the summary."""
     config: CalibrationConfig = load_calibration(config_path)
-    names = read_labels(data_dir / "labels.txt")
+    names = read_labels(inputs.labels)
+    sequence_length = inputs.sequence_length
     sources: list[str] = []
-    texts: list[bytes] = []
+    rows: list[np.ndarray] = []
     per_class: dict[str, int] = {}
     if config.samples:
-        split_texts, split_labels = read_split(data_dir / f"{config.split}.tfrecord")
+        _, split_labels = read_split(inputs.split_records)
+        split_ids = read_rows(inputs.split_ids, len(split_labels))
         for index in draw_stratified(split_labels, config.samples, config.seed):
-            texts.append(split_texts[index])
+            rows.append(split_ids[index])
             sources.append(f"{config.split}[{index}]")
             per_class[names[split_labels[index]]] = per_class.get(names[split_labels[index]], 0) + 1
     field = read_field_samples(config_path.parent / config.field_samples) if config.field_samples else []
-    for source, text in field:
-        texts.append(text.encode("utf-8"))
-        sources.append(source)
+    if field:
+        from edge_build.tokenizer import token_ids
 
-    ids = token_ids(vocab, lower_case, texts, sequence_length)
+        rows += list(token_ids(inputs.vocab, inputs.lower_case, [text.encode("utf-8") for _, text in field], sequence_length))
+        sources += [source for source, _ in field]
+
+    ids = np.stack(rows) if rows else np.zeros((0, sequence_length), dtype=np.int32)
+    if ids.shape[1] != sequence_length:
+        raise StageError(f"{inputs.split_ids}: ids of length {ids.shape[1]}, the tokenizer's sequence length is {sequence_length} (run scons again)")
     empty = np.isin(ids, _EMPTY_IDS).all(axis=1)  # rows of nothing but [PAD]/[UNK]
     if empty.any():
         first = sources[int(np.argmax(empty))]
@@ -120,13 +132,17 @@ def build_calibration(
         "config": str(config_path),
         "samples": int(len(ids)),
         "drawn": {"split": config.split if config.samples else None, "seed": config.seed, "per_class": per_class},
-        "field_samples": {"file": str(config_path.parent / config.field_samples) if field else None, "count": len(field), "mode": config.field_samples_mode},
+        "field_samples": {
+            "file": str(config_path.parent / config.field_samples) if field else None,
+            "count": len(field),
+            "mode": config.field_samples_mode,
+        },
         "sequence_length": sequence_length,
         "unknown_token_share": round(unknown_share, 6),
         "ids_sha256": hashlib.sha256(ids.tobytes()).hexdigest(),
         "warnings": warnings,
     }
-    with atomic_outputs(*(out_dir / name for name in OUTPUT_FILES)) as (ids_tmp, summary_tmp):
+    with atomic_outputs(*out) as (ids_tmp, summary_tmp):
         with open(ids_tmp, "wb") as handle:
             np.save(handle, ids)
         summary_tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
@@ -134,20 +150,23 @@ def build_calibration(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m edge_build.calibrate", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m edge_build.stages.calibrate", description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, required=True, help="calibration TOML")
-    parser.add_argument("--data-dir", type=Path, required=True)
-    parser.add_argument("--vocab", type=Path, required=True)
+    parser.add_argument("--split", type=Path, required=True, help="the split file the configuration draws from (its labels)")
+    parser.add_argument("--split-ids", type=Path, required=True, help="that split's token ids (.npy from the tokenize stage)")
+    parser.add_argument("--labels", type=Path, required=True, help="labels.txt")
+    parser.add_argument("--vocab", type=Path, required=True, help="vocab.txt (tokenizes field samples)")
     parser.add_argument("--lower-case", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--sequence-length", type=int, required=True)
-    parser.add_argument("--out-dir", type=Path, required=True)
+    parser.add_argument("--out", type=Path, nargs=2, required=True, metavar=("REPRESENTATIVE_NPY", "SUMMARY_JSON"))
     return parser
 
 
 def drive(args: argparse.Namespace) -> None:
-    summary = build_calibration(args.config, args.data_dir, args.vocab, args.lower_case, args.sequence_length, args.out_dir)
+    inputs = CalibrationInputs(args.split, args.split_ids, args.labels, args.vocab, args.lower_case, args.sequence_length)
+    summary = build_calibration(args.config, inputs, tuple(args.out))
     field = summary["field_samples"]["count"]
-    print(f"calibrate: {summary['samples']} samples ({field} from field samples) -> {args.out_dir}")
+    print(f"calibrate: {summary['samples']} samples ({field} from field samples) -> {args.out[0]}")
 
 
 if __name__ == "__main__":

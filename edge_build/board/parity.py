@@ -1,6 +1,15 @@
-"""The golden set (token ids, labels, reference logits) and the parity arithmetic both sides share."""
+"""The golden set (token ids, labels, reference logits) and the parity rule, the same on the build and on the board.
+
+``compare`` measures a model's logits against the reference's; ``breaches`` holds
+those figures to an artifact's checks (its row in the artifact table, carried
+to the board in the bundle's manifest) and the profile's tolerances. The
+build's gates and ``bench.py --parity`` both call ``breaches``, so the board
+refuses exactly what the build refuses.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -33,3 +42,21 @@ def compare(reference: np.ndarray, candidate: np.ndarray, labels: np.ndarray) ->
         "accuracy": float(np.mean(np.argmax(candidate, -1) == labels)),
         "reference_accuracy": float(np.mean(np.argmax(reference, -1) == labels)),
     }
+
+
+#: Figures a check may name beyond those ``compare`` returns.
+DERIVED = {"accuracy_drop": lambda figures: figures["reference_accuracy"] - figures["accuracy"]}
+
+
+def breaches(checks: Sequence[Sequence], figures: Mapping, tolerances: Mapping[str, float]) -> list[str]:
+    """Each check ``(what, figure, "<=" or ">=", tolerance key)`` the figures break, as ``"<what> <value> (allowed <op> <limit>)"``.
+
+    NaN breaks every check.
+    """
+    broken = []
+    for what, figure, op, key in checks:
+        value = DERIVED[figure](figures) if figure in DERIVED else figures[figure]
+        limit = tolerances[key]
+        if not (value <= limit if op == "<=" else value >= limit):
+            broken.append(f"{what} {value:.6g} (allowed {op} {limit:g})")
+    return broken

@@ -3,7 +3,7 @@ and the ``bench.py`` / ``classify.py`` entry points.
 
 A bundle is a folder: the TF Lite models, ``vocab.txt``, ``labels.txt``,
 ``golden.npz``, ``manifest.json`` (SHA-256 and size of every other file, the
-build's versions, metrics and tolerances), this ``device/`` package and two
+build's versions, metrics, tolerances and each model's parity checks), this ``board/`` package and two
 launchers. Both launchers refuse to run when a file does not match the manifest.
 """
 
@@ -17,6 +17,8 @@ import sys
 import tarfile
 
 import numpy as np
+
+from .parity import breaches
 
 MANIFEST = "manifest.json"
 
@@ -96,14 +98,13 @@ def bench_main(argv: list[str]) -> int:
         return code
     with open(argv[argv.index("--out") + 1], encoding="utf-8") as handle:
         figures = json.load(handle)["parity"]
-    name = [artifact for artifact, file in manifest["models"].items() if file == os.path.basename(argv[0])]
-    tolerances = manifest["tolerances"]
-    if name == ["tflite_int8"]:
-        ok = figures["top1_agreement"] >= tolerances["int8_min_top1_agreement"]
-    else:
-        ok = figures["max_abs_logit_error"] <= tolerances["fp32_max_abs_logit"]
-    print("parity: " + ("within the build's tolerances" if ok else f"OUTSIDE the build's tolerances {tolerances}"))
-    return 0 if ok else 1
+    names = [artifact for artifact, file in manifest["models"].items() if file == os.path.basename(argv[0])]
+    if not names:
+        print(f"error: {argv[0]} is not a model of this bundle: its parity checks are unknown", file=sys.stderr)
+        return 2
+    broken = breaches(manifest["parity_checks"][names[0]], figures, manifest["tolerances"])
+    print("parity: " + ("within the build's tolerances" if not broken else "OUTSIDE the build's tolerances: " + "; ".join(broken)))
+    return 1 if broken else 0
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -117,7 +118,7 @@ def classify_main(argv: list[str]) -> int:
     from .runtime import RuntimeMissing
     from .wordpiece import WordPiece
 
-    parser = argparse.ArgumentParser(prog="classify.py", description="Classify raw text on the device.")
+    parser = argparse.ArgumentParser(prog="classify.py", description="Classify raw text on the board.")
     parser.add_argument("texts", nargs="+", help="one or more texts (use - to read one per line from standard input)")
     parser.add_argument("--model", help="a model of the bundle (default: the manifest's default_model)")
     parser.add_argument("--runtime", help="tflite-runtime or ai-edge-litert (default: the manifest's)")
@@ -146,8 +147,8 @@ def classify_main(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python3 -m edge_build.device.bundle verify FOLDER`` or ``... extract ARCHIVE DESTINATION``."""
-    parser = argparse.ArgumentParser(prog="python3 -m edge_build.device.bundle", description="Check or safely unpack a bundle.")
+    """``python3 -m edge_build.board.launch verify FOLDER`` or ``... extract ARCHIVE DESTINATION``."""
+    parser = argparse.ArgumentParser(prog="python3 -m edge_build.board.launch", description="Check or safely unpack a bundle.")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("verify", help="check every file against manifest.json").add_argument("folder")
     extract = commands.add_parser("extract", help="unpack, refusing members that would land outside DESTINATION")

@@ -1,0 +1,98 @@
+"""The artifact table: every artifact a profile may list, one row each.
+
+A row says where the artifact lives in its target's directory, which stage
+makes it, its precision and what it takes in, which parity checks gate it
+against the reference and which latency budget applies on the runtimes.
+``SConstruct``, the conversion, the checks, the report and the bundle read
+these rows; nothing parses an artifact's name. Adding an artifact is a row
+here plus, for TF Lite, its converter option in the tflite stage.
+Standard library only: ``SConstruct`` imports it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from collections.abc import Mapping
+from typing import Literal
+
+#: ``(what, figure, comparison, tolerance key)``: a figure of ``board.parity.compare``
+#: (or one it derives) must be ``<=`` or ``>=`` the profile tolerance of that key.
+Check = tuple[str, str, Literal["<=", ">="], str]
+MAX_LOGIT_ERROR = "max |Δlogit|"
+
+
+@dataclasses.dataclass(frozen=True)
+class Artifact:
+    """A row of the artifact table.
+
+    Attributes:
+      path: relative to ``<build_dir>/<target>/``; a SavedModel's version directory.
+      description: one line for people.
+      kind: ``saved_model`` (made by the export stage) or ``tflite`` (by the tflite stage).
+      precision: of the weights: ``fp32``, ``fp16`` or ``int8``.
+      inputs: ``text`` (the tokenizer is inside) or ``ids`` (int32 token ids).
+      parity: the checks against the reference that gate it, on the build and on the board.
+      latency_key: its p50 budget in the profile's ``[latency]`` (TF Lite artifacts).
+      jit_compile: a SavedModel whose ids -> logits function XLA compiles.
+      calibrated: converted with the representative set (needs the calibrate stage).
+    """
+
+    path: str
+    description: str
+    kind: Literal["saved_model", "tflite"]
+    precision: Literal["fp32", "fp16", "int8"]
+    inputs: Literal["text", "ids"]
+    parity: tuple[Check, ...] = ()
+    latency_key: str | None = None
+    jit_compile: bool = False
+    calibrated: bool = False
+
+
+ARTIFACTS: Mapping[str, Artifact] = types.MappingProxyType(
+    {
+        "saved_model_cpu": Artifact(
+            "saved_model_cpu/1", "CPU SavedModel (TF Serving layout), tokenizer and vocabulary inside", "saved_model", "fp32", "text"
+        ),
+        "saved_model_xla": Artifact(
+            "saved_model_xla/1",
+            "SavedModel whose ids -> logits part is XLA-compiled (jit_compile), for GPUs",
+            "saved_model",
+            "fp32",
+            "text",
+            parity=((MAX_LOGIT_ERROR, "max_abs_logit_error", "<=", "xla_max_abs_logit"),),
+            jit_compile=True,
+        ),
+        "tflite_fp32": Artifact(
+            "model_fp32.tflite",
+            "TF Lite, float32 weights and activations, int32 ids in",
+            "tflite",
+            "fp32",
+            "ids",
+            parity=((MAX_LOGIT_ERROR, "max_abs_logit_error", "<=", "fp32_max_abs_logit"),),
+            latency_key="fp32_p50_ms",
+        ),
+        "tflite_fp16": Artifact(
+            "model_fp16.tflite",
+            "TF Lite, float16 weights (half the size), float32 arithmetic, int32 ids in",
+            "tflite",
+            "fp16",
+            "ids",
+            parity=((MAX_LOGIT_ERROR, "max_abs_logit_error", "<=", "fp16_max_abs_logit"),),
+            latency_key="fp16_p50_ms",
+        ),
+        "tflite_int8": Artifact(
+            "model_int8.tflite",
+            "TF Lite, full-integer INT8 calibrated on real text, int32 ids in",
+            "tflite",
+            "int8",
+            "ids",
+            parity=(
+                ("top-1 agreement", "top1_agreement", ">=", "int8_min_top1_agreement"),
+                ("accuracy drop", "accuracy_drop", "<=", "int8_max_accuracy_drop"),
+            ),
+            latency_key="int8_p50_ms",
+            calibrated=True,
+        ),
+    }
+)

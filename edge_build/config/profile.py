@@ -1,0 +1,247 @@
+"""A target profile, ``targets/<name>.toml``: what to build for one kind of device and how to check it.
+
+Read by the conversion, the checks, the report, the manifest and the bundle,
+never by training. ``SConstruct`` hands each stage's sources only the sections
+that stage reads (``TargetProfile.sections``), so an edit to latency budgets
+reruns the checks and the report, not the conversion.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Literal
+
+from edge_build.artifacts import ARTIFACTS
+from edge_build.board.runtime import RUNTIMES
+from edge_build.config.loading import choices, from_mapping, load_toml, require_positive
+from edge_build.errors import ConfigError
+
+Architecture = Literal["x86_64", "aarch64"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Quantization:
+    """How ``tflite_int8`` is quantized: full-integer post-training quantization.
+
+    Attributes:
+      output_type: the logits tensor's type, ``float32`` or ``int8``. The input stays
+        int32 token ids either way (the converter ignores an int8 input type for ids).
+      select_tf_ops: allow the SELECT_TF_OPS (Flex) fallback for ops without a TF Lite
+        builtin; a model that then needs Flex ops is refused for runtimes without the delegate.
+    """
+
+    output_type: Literal["float32", "int8"] = "float32"
+    select_tf_ops: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Runtime:
+    """A device runtime the profile's TF Lite artifacts are checked on.
+
+    Attributes:
+      name: ``tflite-runtime`` or ``ai-edge-litert``.
+      flex_delegate: whether the runtime as deployed has the Flex delegate (the pip wheels of both do not).
+      required: whether its device checks gate the build; an optional runtime is checked and
+        reported where it can run, and only a parity or latency breach on it fails the build.
+    """
+
+    name: str
+    flex_delegate: bool = False
+    required: bool = True
+
+    def __post_init__(self) -> None:
+        if self.name not in RUNTIMES:
+            raise ValueError(f"key 'name': unknown runtime '{self.name}' (allowed: {choices(RUNTIMES)})")
+        if self.flex_delegate and not RUNTIMES[self.name].has_flex_delegate:
+            raise ValueError(f"key 'flex_delegate': {self.name}'s wheels have no Flex delegate (allowed: false)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerances:
+    """How far an artifact may stray from the reference CPU SavedModel; breaches fail the build.
+
+    Attributes:
+      xla_max_abs_logit: saved_model_xla against saved_model_cpu, largest absolute logit difference,
+        when XLA runs on its CPU backend (the same float32 arithmetic, in another order).
+      xla_gpu_max_abs_logit: the same when XLA runs on a GPU, which may multiply in TF32 (on by
+        default in TensorFlow on Ampere and later: operands rounded to 10 mantissa bits).
+      fp32_max_abs_logit: tflite_fp32 against the reference, largest absolute logit difference.
+      fp16_max_abs_logit: tflite_fp16 (float16 weights, float32 arithmetic) against the reference:
+        the weights' rounding, measured at 5.2e-4 on BBC News (docs/architecture.md).
+      int8_min_top1_agreement: tflite_int8, share of examples whose top class matches the reference.
+      int8_max_accuracy_drop: tflite_int8, accuracy below the reference's, as a fraction (0.01 = 1 point).
+    """
+
+    xla_max_abs_logit: float = 1e-4
+    xla_gpu_max_abs_logit: float = 1e-2
+    fp32_max_abs_logit: float = 1e-4
+    fp16_max_abs_logit: float = 2e-3
+    int8_min_top1_agreement: float = 0.99
+    int8_max_accuracy_drop: float = 0.01
+
+    def __post_init__(self) -> None:
+        require_positive(self, "xla_max_abs_logit", "xla_gpu_max_abs_logit", "fp32_max_abs_logit", "fp16_max_abs_logit")
+        for name in ("int8_min_top1_agreement", "int8_max_accuracy_drop"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"key '{name}': must be between 0 and 1, not {getattr(self, name)}")
+
+    def xla_limit(self, on_gpu: bool) -> tuple[str, float]:
+        """The key and value that bound saved_model_xla's logit error on the device XLA ran on."""
+        key = "xla_gpu_max_abs_logit" if on_gpu else "xla_max_abs_logit"
+        return key, getattr(self, key)
+
+    def limits(self, on_gpu: bool = False) -> dict[str, float]:
+        """Each tolerance key and its value; on a GPU, ``xla_max_abs_logit`` holds the GPU's bound."""
+        return {**dataclasses.asdict(self), "xla_max_abs_logit": self.xla_limit(on_gpu)[1]}
+
+
+@dataclasses.dataclass(frozen=True)
+class LatencyBudgets:
+    """Per-invoke p50 budgets at batch 1 on the device runtimes, in milliseconds (enforced by the device checks)."""
+
+    fp32_p50_ms: float = 1.0
+    fp16_p50_ms: float = 1.0
+    int8_p50_ms: float = 1.0
+
+    def __post_init__(self) -> None:
+        require_positive(self, "fp32_p50_ms", "fp16_p50_ms", "int8_p50_ms")
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeChecks:
+    """How the runtime checks exercise each TF Lite artifact in its runtime environments.
+
+    Attributes:
+      golden_examples: test-split examples in the golden set (all of them if the split is smaller).
+      threads: interpreter threads.
+      batch: examples per invoke.
+      warmup: untimed invokes before timing.
+      runs: timed invokes.
+      timeout_s: a runtime still running after this long is stopped and reported.
+    """
+
+    golden_examples: int = 300
+    threads: int = 1
+    batch: int = 1
+    warmup: int = 20
+    runs: int = 200
+    timeout_s: int = 300
+
+    def __post_init__(self) -> None:
+        require_positive(self, "golden_examples", "threads", "batch", "runs", "timeout_s")
+        if self.warmup < 0:
+            raise ValueError(f"key 'warmup': must be 0 or more, not {self.warmup}")
+
+
+@dataclasses.dataclass(frozen=True)
+class XlaChecks:
+    """How saved_model_xla is warmed up and checked.
+
+    Attributes:
+      warmup_batch_sizes: the batch sizes of TF Serving's warm-up file
+        (``assets.extra/tf_serving_warmup_requests``). XLA compiles once per input
+        shape, so these are the sizes a server should expect; the check stage
+        times the first (compiling) and the steady-state call at each.
+      steady_runs: timed calls per signature and batch size after the first.
+    """
+
+    warmup_batch_sizes: tuple[int, ...] = (1, 8, 32)
+    steady_runs: int = 20
+
+    def __post_init__(self) -> None:
+        require_positive(self, "steady_runs")
+        sizes = self.warmup_batch_sizes
+        if not sizes or any(size < 1 for size in sizes) or len(set(sizes)) != len(sizes):
+            raise ValueError(f"key 'warmup_batch_sizes': must list distinct batch sizes of 1 or more, not {list(sizes)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetProfile:
+    """One deployment target, read from ``<targets_dir>/<name>.toml``.
+
+    Attributes:
+      name: the profile's name, taken from its file name.
+      description: one line shown by ``scons target=list``.
+      arch: the CPU architecture the artifacts are for.
+      artifacts: what the build produces for this target (keys of ``ARTIFACTS``).
+      quantization: settings of ``tflite_int8``.
+      runtimes: device runtimes the TF Lite artifacts must load and run on.
+      tolerances: parity limits against the reference CPU SavedModel.
+      latency: p50 budgets the runtime checks enforce.
+      checks: how the runtime checks run (golden set size, threads, batch, runs, timeout).
+      source: the file the profile was read from (set by edge-build).
+      xla: warm-up batch sizes and timed calls of saved_model_xla.
+    """
+
+    name: str
+    description: str
+    arch: Architecture
+    artifacts: tuple[str, ...]
+    quantization: Quantization = dataclasses.field(default_factory=Quantization)
+    runtimes: tuple[Runtime, ...] = ()
+    tolerances: Tolerances = dataclasses.field(default_factory=Tolerances)
+    latency: LatencyBudgets = dataclasses.field(default_factory=LatencyBudgets)
+    checks: RuntimeChecks = dataclasses.field(default_factory=RuntimeChecks)
+    xla: XlaChecks = dataclasses.field(default_factory=XlaChecks)
+    source: Path = Path()
+
+    def __post_init__(self) -> None:
+        if not self.artifacts:
+            raise ValueError(f"key 'artifacts': must name at least one of {choices(ARTIFACTS)}")
+        for artifact in self.artifacts:
+            if artifact not in ARTIFACTS:
+                raise ValueError(f"key 'artifacts': unknown artifact '{artifact}' (allowed: {choices(ARTIFACTS)})")
+        if len(set(self.artifacts)) != len(self.artifacts):
+            raise ValueError("key 'artifacts': lists an artifact twice")
+        names = [runtime.name for runtime in self.runtimes]
+        if len(set(names)) != len(names):
+            raise ValueError("key 'runtimes': lists a runtime twice")
+        if self.tflite_artifacts and not self.runtimes:
+            raise ValueError(
+                f"key 'runtimes': {', '.join(self.tflite_artifacts)} must be checked on at least one runtime (allowed: {choices(RUNTIMES)})"
+            )
+        if self.runtimes and not self.tflite_artifacts:
+            raise ValueError("key 'runtimes': the profile lists no TF Lite artifact to run on them")
+        if "saved_model_xla" in self.artifacts and "saved_model_cpu" not in self.artifacts:
+            raise ValueError("key 'artifacts': saved_model_xla is checked against saved_model_cpu, which must be listed too")
+
+    @property
+    def tflite_artifacts(self) -> tuple[str, ...]:
+        return tuple(a for a in self.artifacts if ARTIFACTS[a].kind == "tflite")
+
+    @property
+    def per_channel_dense(self) -> bool:
+        """Per-channel dense quantization only when every runtime of the profile runs it."""
+        return all(RUNTIMES[runtime.name].per_channel_dense for runtime in self.runtimes)
+
+    def latency_budget_ms(self, artifact: str) -> float:
+        return getattr(self.latency, ARTIFACTS[artifact].latency_key)
+
+    def sections(self, *names: str) -> str:
+        """The named sections as canonical JSON: what SCons compares to decide whether a stage reruns."""
+        return json.dumps({name: _plain(getattr(self, name)) for name in names}, sort_keys=True)
+
+
+def _plain(value):
+    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else [_plain(v) for v in value] if isinstance(value, tuple) else value
+
+
+def profile_names(targets_dir: Path | str) -> list[str]:
+    return sorted(p.stem for p in Path(targets_dir).glob("*.toml"))
+
+
+def load_profile(targets_dir: Path | str, name: str) -> TargetProfile:
+    """Read ``targets_dir/<name>.toml``; an unknown name lists the profiles there."""
+    path = Path(targets_dir) / f"{name}.toml"
+    if not path.is_file():
+        available = ", ".join(profile_names(targets_dir)) or "none"
+        raise ConfigError(f"unknown target '{name}': no {path} (available: {available})")
+    return read_profile(path)
+
+
+def read_profile(path: Path | str) -> TargetProfile:
+    """The profile in ``path``, named after the file."""
+    path = Path(path)
+    return from_mapping(TargetProfile, load_toml(path), where=str(path), supplied={"name": path.stem, "source": path})

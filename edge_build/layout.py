@@ -1,0 +1,233 @@
+"""Every file under the build directory: where it lives, which stage writes it, and from what.
+
+The one place that spells a build file's name. ``SConstruct`` declares each
+stage's targets and sources from here and hands the stage those paths on its
+command line; stages and benchmarks never compose a build path themselves.
+Standard library only: ``SConstruct`` imports this to parse the graph.
+
+    build/
+      data/         train|val|test.tfrecord, labels.txt, summary.json   data        <- the dataset
+                    report.md, report.json                             data_report <- splits, summary, vocab
+      vocab/        vocab.txt                                          vocab       <- train split
+      tokens/       train|val|test.npy (int32 ids)                     tokenize    <- splits, vocab, tokenizer settings
+      model/        model.weights.h5, train_log.json                   train       <- train/val splits, labels, vocab, hparams, model source
+      reference/    saved_model_cpu/1/...                              export      <- weights, train log, vocab, labels, val split
+                    test_logits.npy                                    reference_logits <- reference SavedModel, test split
+      calibration/  representative.npy, summary.json                   calibrate   <- calibration/, train or val ids, labels
+      baseline/     baseline.json                                      baseline    <- splits, labels
+      quality/      quality.json                                       quality     <- reference logits, test split, baseline
+      runtime-envs/<target>/env.json (and the Python it describes)     runtime_env <- the profile's arch and runtimes
+      <target>/     the profile's artifacts (ARTIFACTS rows)           export, tflite
+                    tflite_<p>.json, tflite_<p>.test_logits.npy        tflite      <- as the artifact, plus the test ids
+                    golden.npz, device_checks.json, device_parity.json, latency.png
+                                                                       runtime_check <- artifacts, reference logits, test ids, profile
+                    xla_checks.json                                    xla_check   <- both SavedModels, test split, profile
+                    eval.json, report.md                               report      <- everything above for the target
+                    manifest.json                                      manifest    <- artifacts, conversion reports, eval, parity
+                    bundle/..., bundle-<target>.tar.gz                 bundle      <- TF Lite models, golden set, manifest, board code
+      reproducibility/, reproducibility.json                           verify-reproducible
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from edge_build.artifacts import ARTIFACTS
+from edge_build.corpus import SPLITS
+from edge_build.saved_model import files as saved_model_files
+
+#: The board-side package, copied into every bundle as ``board/``.
+BOARD_DIR = Path(__file__).resolve().parent / "board"
+#: What the bundle's two launchers call, in ``board/launch.py``.
+LAUNCHERS = {"bench.py": "bench_main", "classify.py": "classify_main"}
+
+
+def board_sources() -> list[Path]:
+    return sorted(BOARD_DIR.glob("*.py"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Data:
+    """The data stage's splits and what describes them (``build/data/``)."""
+
+    dir: Path
+
+    def split(self, name: str) -> Path:
+        return self.dir / f"{name}.tfrecord"
+
+    @property
+    def labels(self) -> Path:
+        return self.dir / "labels.txt"
+
+    @property
+    def summary(self) -> Path:
+        return self.dir / "summary.json"
+
+    @property
+    def outputs(self) -> list[Path]:
+        """What the data stage writes, in its command's order."""
+        return [*(self.split(s) for s in SPLITS), self.labels, self.summary]
+
+    @property
+    def report(self) -> list[Path]:
+        """The data report: Markdown page and JSON figures."""
+        return [self.dir / "report.md", self.dir / "report.json"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """One target profile's outputs (``build/<target>/``)."""
+
+    dir: Path
+    name: str
+
+    def artifact(self, name: str) -> Path:
+        """The artifact's file, or for a SavedModel its version directory."""
+        return self.dir / ARTIFACTS[name].path
+
+    def artifact_files(self, name: str) -> list[Path]:
+        """Every file the artifact's stage writes (a SavedModel's files, or the .tflite and its conversion record)."""
+        row = ARTIFACTS[name]
+        if row.kind == "saved_model":
+            return [self.artifact(name) / f for f in saved_model_files(row.jit_compile)]
+        return [self.artifact(name), self.conversion_report(name), self.test_logits(name)]
+
+    def conversion_report(self, name: str) -> Path:
+        return self.dir / f"{name}.json"
+
+    def test_logits(self, name: str) -> Path:
+        """The TF Lite model's float logits on the test split, on TensorFlow's own interpreter."""
+        return self.dir / f"{name}.test_logits.npy"
+
+    @property
+    def golden(self) -> Path:
+        return self.dir / "golden.npz"
+
+    @property
+    def runtime_checks(self) -> Path:
+        # Named before the runtime checks were: the file name is kept for the readers of earlier builds.
+        return self.dir / "device_checks.json"
+
+    @property
+    def device_parity(self) -> Path:
+        """The runtime checks' machine-independent figures: what the manifest records."""
+        return self.dir / "device_parity.json"
+
+    @property
+    def latency_plot(self) -> Path:
+        return self.dir / "latency.png"
+
+    @property
+    def runtime_check_outputs(self) -> list[Path]:
+        return [self.golden, self.runtime_checks, self.device_parity, self.latency_plot]
+
+    @property
+    def xla_checks(self) -> Path:
+        return self.dir / "xla_checks.json"
+
+    @property
+    def evaluation(self) -> Path:
+        return self.dir / "eval.json"
+
+    @property
+    def report(self) -> Path:
+        return self.dir / "report.md"
+
+    @property
+    def manifest(self) -> Path:
+        return self.dir / "manifest.json"
+
+    @property
+    def bundle_dir(self) -> Path:
+        return self.dir / "bundle"
+
+    @property
+    def bundle_archive(self) -> Path:
+        return self.dir / f"bundle-{self.name}.tar.gz"
+
+    def bundle_names(self, tflite_artifacts: tuple[str, ...]) -> list[str]:
+        """Every file of the bundle, relative to its folder."""
+        models = [ARTIFACTS[name].path for name in tflite_artifacts]
+        board = [f"board/{p.name}" for p in board_sources()]
+        return sorted([*models, "vocab.txt", "labels.txt", "golden.npz", "README.md", *LAUNCHERS, "manifest.json", *board])
+
+    def bundle_files(self, tflite_artifacts: tuple[str, ...]) -> list[Path]:
+        return [*(self.bundle_dir / n for n in self.bundle_names(tflite_artifacts)), self.bundle_archive]
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """The build directory's plan: every stage's outputs, by name."""
+
+    root: Path
+
+    @property
+    def data(self) -> Data:
+        return Data(self.root / "data")
+
+    @property
+    def vocab(self) -> Path:
+        return self.root / "vocab" / "vocab.txt"
+
+    def token_ids(self, split: str) -> Path:
+        """A split's int32 token ids ``[examples, sequence_length]``, tokenized as in training."""
+        return self.root / "tokens" / f"{split}.npy"
+
+    @property
+    def weights(self) -> Path:
+        return self.root / "model" / "model.weights.h5"
+
+    @property
+    def train_log(self) -> Path:
+        return self.root / "model" / "train_log.json"
+
+    @property
+    def reference(self) -> Path:
+        """The reference CPU SavedModel's version directory: every other artifact's yardstick."""
+        return self.root / "reference" / "saved_model_cpu" / "1"
+
+    @property
+    def reference_files(self) -> list[Path]:
+        return [self.reference / f for f in saved_model_files(jit_compile=False)]
+
+    @property
+    def reference_logits(self) -> Path:
+        """The reference's logits on the test split (``serving_default`` on the raw texts)."""
+        return self.root / "reference" / "test_logits.npy"
+
+    @property
+    def representative(self) -> Path:
+        return self.root / "calibration" / "representative.npy"
+
+    @property
+    def calibration_summary(self) -> Path:
+        return self.root / "calibration" / "summary.json"
+
+    @property
+    def baseline(self) -> Path:
+        return self.root / "baseline" / "baseline.json"
+
+    @property
+    def quality(self) -> Path:
+        return self.root / "quality" / "quality.json"
+
+    def runtime_env(self, target: str) -> Path:
+        """``env.json`` of the Python a target's runtimes run in; the environment itself lies beside it."""
+        return self.root / "runtime-envs" / target / "env.json"
+
+    def target(self, name: str) -> Target:
+        return Target(self.root / name, name)
+
+    @property
+    def reproducibility(self) -> Path:
+        return self.root / "reproducibility.json"
+
+    @property
+    def reproducibility_dir(self) -> Path:
+        return self.root / "reproducibility"
+
+    @property
+    def shared_dirs(self) -> list[Path]:
+        """Everything ``scons -c`` removes besides the targets' own directories."""
+        return [self.root / d for d in ("data", "vocab", "tokens", "model", "reference", "calibration", "baseline", "quality", "reproducibility")]

@@ -1,0 +1,565 @@
+"""Stage *report*: evaluate every artifact of a target on the test split; write ``eval.json`` and ``report.md``.
+
+Reads the reference CPU SavedModel and its test logits, the target's artifacts
+(SavedModels, and ``.tflite`` files with their conversion records, test logits and
+runtime checks), ``test.tfrecord``, ``labels.txt``, the data ``summary.json`` and
+``report.json``, the quality gate's ``quality.json``, ``train_log.json``, for the
+XLA SavedModel ``xla_checks.json`` and, for INT8, the calibration summary.
+The reference's logits come from ``serving_default`` on the raw texts (the
+reference_logits stage); so do those of a SavedModel that is not a byte-identical
+copy of the reference. TF Lite models' come from TensorFlow's interpreter on the
+test split's token ids (the tflite stage), once the model file is checked to be
+the one converted. TensorFlow is loaded only for the XLA SavedModel. Every
+artifact is compared with the reference; a breach of the profile's tolerances
+fails the stage with the figures. Accuracies carry 95% Wilson intervals; INT8
+and its float twin get an exact McNemar test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from edge_build import cli, parity, saved_model, xla
+from edge_build.artifacts import ARTIFACTS
+from edge_build.atomic import atomic_outputs
+from edge_build.config.profile import TargetProfile, read_profile
+from edge_build.errors import StageError
+from edge_build.layout import Target
+from edge_build.markdown import table
+from edge_build.metrics import classification_metrics
+from edge_build.provenance import sha256_file, size_of
+from edge_build.records import read_json, read_labels, read_rows
+from edge_build.stats import mcnemar_exact
+from edge_build.tfrecord import read_split
+
+REFERENCE = "saved_model_cpu"
+
+
+def int8_mcnemar(predictions: dict, y_true: np.ndarray) -> dict | None:
+    """Exact McNemar test of the INT8 model against its float32 twin (the reference without one):
+    whether the examples only one of them gets right tell a real difference from noise."""
+    if "tflite_int8" not in predictions:
+        return None
+    float_name = "tflite_fp32" if "tflite_fp32" in predictions else REFERENCE
+    test = mcnemar_exact(predictions["tflite_int8"] == y_true, predictions[float_name] == y_true)
+    return {"a": "tflite_int8", "b": float_name, **test}
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportInputs:
+    """The shared files a target's report reads (the target's own come from ``layout.Target``)."""
+
+    reference: Path
+    reference_logits: Path
+    test_records: Path
+    labels: Path
+    data_summary: Path
+    data_report: Path
+    quality: Path
+    train_log: Path
+    calibration_summary: Path | None = None
+    xla_checks: Path | None = None
+
+
+def same_files(a: Path, b: Path) -> bool:
+    """Whether two directories hold the same files with the same bytes."""
+
+    def listing(root: Path) -> dict[str, str]:
+        return {p.relative_to(root).as_posix(): sha256_file(p) for p in sorted(root.rglob("*")) if p.is_file()}
+
+    return listing(a) == listing(b)
+
+
+def artifact_logits(name: str, target: Target, inputs: ReportInputs, texts_and_labels, reference_logits: np.ndarray) -> np.ndarray:
+    """The artifact's logits on the test split, computed where they were cheapest to get right."""
+    path = target.artifact(name)
+    if ARTIFACTS[name].kind == "tflite":
+        record = read_json(target.conversion_report(name))
+        if sha256_file(path) != record["sha256"]:
+            raise StageError(
+                f"{path}: not the model the conversion wrote (its SHA-256 differs from {target.conversion_report(name)}); delete it and run scons"
+            )
+        return read_rows(target.test_logits(name), len(reference_logits))
+    if same_files(path, inputs.reference):
+        return reference_logits
+    texts, labels = texts_and_labels
+    return saved_model.checked_logits(path, texts, labels)
+
+
+def evaluate(profile: TargetProfile, inputs: ReportInputs, target: Target) -> dict:
+    labels = read_labels(inputs.labels)
+    texts, y_true = read_split(inputs.test_records)
+    reference_logits = read_rows(inputs.reference_logits, len(y_true))
+    on_gpu = "saved_model_xla" in profile.artifacts and xla.compute_device()["backend"] == "gpu"
+    results, failures, predictions = {}, [], {REFERENCE: np.argmax(reference_logits, axis=-1)}
+    for name in profile.artifacts:
+        path = target.artifact(name)
+        logits = artifact_logits(name, target, inputs, (texts, labels), reference_logits)
+        figures = parity.compare(reference_logits, logits, y_true)
+        broken = parity.breaches(name, figures, profile.tolerances, on_gpu)
+        failures += [f"{name}: {b}" for b in broken]
+        predictions[name] = np.argmax(logits, axis=-1)
+        results[name] = {
+            "path": str(path),
+            "size_bytes": size_of(path),
+            **classification_metrics(y_true, predictions[name], labels),
+            "parity": {k: figures[k] for k in ("max_abs_logit_error", "mean_abs_logit_error", "top1_agreement")},
+            "tolerance_breaches": broken,
+        }
+    evaluation = {
+        "target": profile.name,
+        "split": "test",
+        "labels": labels,
+        "reference": {"path": str(inputs.reference), **classification_metrics(y_true, predictions[REFERENCE], labels)},
+        "artifacts": results,
+        "int8_vs_float": int8_mcnemar(predictions, y_true),
+    }
+    if failures:
+        raise StageError(f"{profile.source} tolerances broken on the test split: {'; '.join(failures)}")
+    return evaluation
+
+
+def render_runtime_checks(summary: dict, profile: TargetProfile) -> list[str]:
+    lines = [
+        "",
+        "## Runtime checks",
+        "",
+        f"Golden set: {summary['golden_examples']} test examples (`golden.npz`); each runtime ran in its own process "
+        f"({summary['settings']['threads']} thread(s), batch {summary['settings']['batch']}, {summary['settings']['warmup']} warm-up and {summary['settings']['runs']} timed invokes).",
+        "",
+    ]
+    environment = summary.get("device_env")
+    if environment and environment["emulated"]:
+        lines[-1:-1] = [
+            "",
+            f"The runtimes ran as their {environment['arch']} builds under qemu {environment['emulator']['version']} user-mode emulation "
+            "(`build/runtime-envs/`): parity is checked as on a board; timings are not representative, so latency budgets are reported, not enforced.",
+        ]
+    rows = []
+    for artifact, per in summary["checks"].items():
+        for runtime, r in per.items():
+            if r["status"] != "ok":
+                rows.append([artifact, runtime, "", "", "", "", "", "", f"{r['status']} (optional runtime: reported, not gated)"])
+                continue
+            p, host = r["parity"], r["runtime_vs_tf_lite"]
+            rows.append(
+                [
+                    artifact,
+                    f"{runtime} {r['runtime_version']}",
+                    r["machine"] + (" (emulated)" if r["emulated"] else ""),
+                    f"{p['top1_agreement']:.4f}",
+                    f"{p['max_abs_logit_error']:.3g}",
+                    f"{p['mean_abs_logit_error']:.3g}",
+                    f"{p['accuracy']:.4f}",
+                    f"{host['max_abs_logit_error']:.3g}",
+                    "pass",
+                ]
+            )
+    lines += table(
+        [
+            "artifact",
+            "runtime",
+            "machine",
+            "top-1 agreement",
+            "max abs Δlogit",
+            "mean abs Δlogit",
+            "accuracy",
+            "max abs Δ vs tf.lite.Interpreter",
+            "gate",
+        ],
+        rows,
+    )
+    limits = profile.tolerances.limits()
+    gates = "; ".join(
+        f"{name}: " + ", ".join(f"{what} {op} {limits[key]:g} (`{key}`)" for what, _, op, key in ARTIFACTS[name].parity) for name in summary["checks"]
+    )
+    lines += [
+        "",
+        f"Tolerances ({profile.source}), the same checks `bench.py --parity` applies on the board: {gates}. "
+        "The tf.lite.Interpreter column compares the runtime with TensorFlow's own interpreter on the same file: "
+        "a difference there is the runtime's version, not quantization.",
+        "",
+        "Latency per invoke:",
+        "",
+    ]
+    rows = []
+    for artifact, per in summary["checks"].items():
+        for runtime, r in per.items():
+            if r["status"] != "ok":
+                continue
+            t = r["latency"]
+            gate = "not enforced (emulated)" if r["emulated"] else f"pass (p50 <= {r['latency_budget_ms']:g} ms)"
+            rows.append(
+                [
+                    artifact,
+                    runtime,
+                    f"{t['load_ms']:.1f}",
+                    f"{t['first_invoke_ms']:.2f}",
+                    *(f"{t[k]:.1f}" for k in ("p50_us", "p90_us", "p99_us", "mean_us", "std_us", "min_us", "max_us")),
+                    f"{t['examples_per_second']:.0f}",
+                    f"{r['peak_rss_mb']:.0f}",
+                    gate,
+                ]
+            )
+    lines += table(
+        [
+            "artifact",
+            "runtime",
+            "load ms",
+            "first ms",
+            "p50 µs",
+            "p90 µs",
+            "p99 µs",
+            "mean µs",
+            "std µs",
+            "min µs",
+            "max µs",
+            "examples/s",
+            "peak RSS MB",
+            "budget",
+        ],
+        rows,
+    )
+    lines += ["", "![latency per invoke](latency.png)"]
+    return lines
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """What the other stages recorded, read once for the page."""
+
+    data_summary: dict
+    data_report: dict
+    quality: dict
+    train_log: dict
+    tflite_reports: dict
+    device_summary: dict | None
+    xla_checks: dict | None
+    calibration: dict | None
+
+    @classmethod
+    def read(cls, profile: TargetProfile, inputs: ReportInputs, target: Target) -> Context:
+        return cls(
+            data_summary=read_json(inputs.data_summary),
+            data_report=read_json(inputs.data_report),
+            quality=read_json(inputs.quality),
+            train_log=read_json(inputs.train_log),
+            tflite_reports={name: read_json(target.conversion_report(name)) for name in profile.tflite_artifacts},
+            device_summary=read_json(target.runtime_checks) if profile.tflite_artifacts else None,
+            xla_checks=read_json(inputs.xla_checks) if inputs.xla_checks else None,
+            calibration=read_json(inputs.calibration_summary) if inputs.calibration_summary else None,
+        )
+
+
+def interval(figures: dict) -> str:
+    low, high = figures["ci95"]
+    return f"{low:.3f}–{high:.3f}"
+
+
+def render_xla_checks(checks: dict) -> list[str]:
+    tolerance = checks["parity"]["tolerance"]
+    lines = [
+        "",
+        "## XLA SavedModel: both signatures, compiled and warmed up",
+        "",
+        f"Every figure below was taken on {xla.describe(checks['device'])} (`xla_checks.json`). "
+        f"Parity: both signatures of `saved_model_xla` on all {checks['parity']['examples']} test examples against the reference CPU SavedModel "
+        f"(`classify_ids` on the reference's token ids, `serving_default` on the raw texts), max abs Δlogit allowed {tolerance['max_abs_logit']:g} (`{tolerance['key']}`).",
+        "",
+    ]
+    rows = [
+        [
+            f"`{signature}`",
+            f"{f['max_abs_logit_error']:.3g}",
+            f"{f['mean_abs_logit_error']:.3g}",
+            f"{f['top1_agreement']:.4f}",
+            str(f.get("labels_differing", "— (no label output)")),
+            "pass",
+        ]
+        for signature, f in checks["parity"]["signatures"].items()
+    ]
+    lines += table(["signature", "max abs Δlogit", "mean abs Δlogit", "top-1 agreement", "labels differing", "gate"], rows)
+    lines += [
+        "",
+        "Compilation, each signature in a fresh process of its own (XLA's dump directory counts the modules it compiles; "
+        "the first call at a batch size compiles, the steady-state calls after it must not):",
+        "",
+    ]
+    rows = [
+        [
+            f"`{signature}`",
+            c["batch"],
+            c["modules_compiled"],
+            f"{c['first_call_ms']:.1f}",
+            f"{c['steady_p50_ms']:.3f}",
+            f"{c['steady_min_ms']:.3f}",
+            c["steady_runs"],
+            c["recompiled_in_steady_calls"],
+        ]
+        for signature, calls in checks["compilation"].items()
+        for c in calls
+    ]
+    lines += table(
+        ["signature", "batch", "XLA modules compiled", "first call ms (compiles)", "steady p50 ms", "steady min ms", "steady calls", "recompiled"],
+        rows,
+    )
+    warmup, control = checks["warmup"], checks["control"]
+    compiled = sum(r["modules_compiled"] for r in warmup["requests"])
+    lines += [
+        "",
+        f"Warm-up: replaying `{saved_model.WARMUP_FILE}` as TF Serving does ({len(warmup['requests'])} requests, "
+        f"{compiled} XLA modules compiled, {sum(r['replay_ms'] for r in warmup['requests']):.0f} ms) left nothing to compile: "
+        f"the first real call at each of its {len(warmup['real_calls_after'])} signature and batch-size pairs compiled "
+        f"{sum(r['modules_compiled'] for r in warmup['real_calls_after'])} modules. "
+        f"Control: the CPU flavour's `{control['signature']}`, called in that process after the replay, compiled {control['modules_compiled']} XLA modules.",
+    ]
+    return lines
+
+
+def render_quality(quality: dict) -> list[str]:
+    rows = [
+        [name, f"{quality[key]['accuracy']:.4f}", interval(quality[key]), f"{quality[key]['macro_f1']:.4f}"]
+        for name, key in (
+            ("reference model (CPU SavedModel)", "reference"),
+            (f"classical baseline: {quality['classical']['name']}", "classical"),
+            (f"majority class ('{quality['majority']['label']}')", "majority"),
+        )
+    ]
+    test = quality["mcnemar_vs_classical"]
+    return (
+        [
+            "",
+            "## Quality floor",
+            "",
+            "The same test split, scored by two baselines computed from the training split alone "
+            "(`build/quality/quality.json`). Accuracy intervals are 95% Wilson score intervals.",
+            "",
+        ]
+        + table(["model", "accuracy", "95% interval", "macro F1"], rows)
+        + [
+            "",
+            f"Classical baseline: `{quality['classical']['model']}`, fixed, never tuned.",
+            "",
+            f"The model {'trails' if quality['gap_points'] > 0 else 'is level with or ahead of'} the classical baseline by {abs(quality['gap_points']):.1f} points "
+            f"(the gate allows it to trail by {quality['margin_points']:g}); "
+            f"exact McNemar test against it: {test['a_only']} examples only the model gets right, {test['b_only']} only the baseline, p = {test['p_value']:.3g}. "
+            "The gate also requires the lower end of the model's interval to lie above the majority class's share.",
+        ]
+    )
+
+
+def render_mcnemar(test: dict | None) -> list[str]:
+    if test is None:
+        return []
+    verdict = "no evidence of a real difference" if test["p_value"] >= 0.05 else "a real difference at the 5% level"
+    return [
+        "",
+        f"INT8 against {test['b']} (exact McNemar test on the test split): {test['a_only']} examples only {test['a']} gets right, "
+        f"{test['b_only']} only {test['b']}, p = {test['p_value']:.3g}: {verdict}.",
+    ]
+
+
+def render_markdown(evaluation: dict, profile: TargetProfile, context: Context) -> str:
+    labels = evaluation["labels"]
+    artifacts = evaluation["artifacts"]
+    reference = evaluation["reference"]
+    lines = [f"# edge-build report: target `{evaluation['target']}`", "", f"Data: {context.data_report['headline']} (`data/report.md`).", ""]
+    lines += [
+        "## Artifacts on the test split",
+        "",
+        f"Reference: the CPU SavedModel at `{reference['path']}`, accuracy {reference['accuracy']:.4f} "
+        f"(95% Wilson interval {interval(reference)}), macro F1 {reference['macro_f1']:.4f}.",
+        "",
+    ]
+    rows = []
+    for name, r in artifacts.items():
+        p = r["parity"]
+        rows.append(
+            [
+                name,
+                f"{r['size_bytes'] / 1e6:.2f} MB",
+                f"{r['accuracy']:.4f}",
+                interval(r),
+                f"{r['macro_f1']:.4f}",
+                f"{p['top1_agreement']:.4f}",
+                f"{p['max_abs_logit_error']:.3g}",
+                f"{p['mean_abs_logit_error']:.3g}",
+            ]
+        )
+    lines += table(["artifact", "size", "accuracy", "95% interval", "macro F1", "top-1 agreement", "max abs Δlogit", "mean abs Δlogit"], rows)
+    lines += render_mcnemar(evaluation["int8_vs_float"])
+    lines += render_quality(context.quality)
+    if context.tflite_reports:
+        lines += ["", "## TF Lite conversion", ""]
+        rows = []
+        for name, rep in context.tflite_reports.items():
+            runtimes = ", ".join(f"{n} {r['version']}: {'ok' if r['ok'] else r['error']}" for n, r in rep["runtimes"].items())
+            rows.append(
+                [
+                    name,
+                    rep["converter"]["inference_output_type"],
+                    ", ".join(rep["converter"]["supported_ops"]),
+                    ", ".join(rep["flex_ops"]) or "none",
+                    ", ".join(rep["custom_ops"]) or "none",
+                    len(rep["float_activations"]),
+                    runtimes,
+                ]
+            )
+        lines += table(["artifact", "output type", "supported ops", "Flex ops", "custom ops", "float activations", "loads and runs on"], rows)
+        names = list(context.tflite_reports)
+        counts: dict[tuple, dict] = {}
+        for name, rep in context.tflite_reports.items():
+            for op in rep["operators"]:
+                counts.setdefault((op["op"], op["kind"]), {})[name] = f"{op['count']} (v{op['version']})"
+        lines += ["", "Operators (count, version):", ""]
+        lines += table(["operator", "kind", *names], [[op, kind, *(per.get(n, "") for n in names)] for (op, kind), per in sorted(counts.items())])
+        for name, rep in context.tflite_reports.items():
+            if rep["float_activations"]:
+                lines += ["", f"{name} tensors that stayed float: " + ", ".join(f"`{t}`" for t in rep["float_activations"])]
+            if "quantization_errors" in rep:
+                lines += [
+                    "",
+                    f"### {name}: per-layer quantization error (worst first)",
+                    "",
+                    "RMSE of each layer's INT8 output against float, also in quantization steps (0.29 is the rounding floor).",
+                    "",
+                ]
+                lines += table(
+                    ["op", "tensor", "scale", "RMSE", "RMSE / step", "max abs error"],
+                    [
+                        [
+                            e["op"],
+                            f"`{e['tensor']}`",
+                            f"{e['scale']:.4g}",
+                            f"{e['rmse']:.4g}",
+                            f"{e['rmse_in_steps']:.3f}",
+                            f"{e['max_abs_error']:.4g}",
+                        ]
+                        for e in rep["quantization_errors"][:10]
+                    ],
+                )
+    if context.xla_checks:
+        lines += render_xla_checks(context.xla_checks)
+    if context.device_summary:
+        lines += render_runtime_checks(context.device_summary, profile)
+    calibration = context.calibration
+    if calibration:
+        drawn = ", ".join(f"{k} {v}" for k, v in calibration["drawn"]["per_class"].items()) or "none"
+        lines += [
+            "",
+            "## Calibration",
+            "",
+            f"{calibration['samples']} samples from `{calibration['config']}`: drawn from the {calibration['drawn']['split']} split ({drawn}); "
+            f"{calibration['field_samples']['count']} field samples; ids sha256 `{calibration['ids_sha256'][:16]}…`.",
+        ]
+    data_summary = context.data_summary
+    lines += [
+        "",
+        "## Data",
+        "",
+        f"Dataset `{data_summary['dataset']}` (sha256 `{data_summary['sha256'][:16]}…`), {data_summary['examples']} examples read, "
+        f"{data_summary['used']} used; duplicates, conflicts, lengths and tokens in `data/report.md`.",
+        "",
+    ]
+    lines += table(
+        ["split", *labels, "total"],
+        [[split, *(counts[label] for label in labels), sum(counts.values())] for split, counts in data_summary["counts"].items()],
+    )
+    lines += [f"\n- warning: {w}" for w in data_summary.get("warnings", [])]
+    train_log = context.train_log
+    epochs = train_log["epochs"]
+    stopped = (
+        f", stopped early after {train_log['hyperparameters']['training']['patience']} epochs without a better one"
+        if train_log["stopped_early"]
+        else ""
+    )
+    lines += [
+        "",
+        "## Training",
+        "",
+        f"{len(epochs)} epochs{stopped}, best validation epoch {train_log['best_epoch']} (val accuracy {train_log['best_val_accuracy']:.4f}, "
+        f"val loss {train_log['best_val_loss']:.4f}); median {np.median([e['examples_per_second'] for e in epochs]):.0f} examples/s.",
+    ]
+    for name, r in artifacts.items():
+        lines += ["", f"## {name}: per class", ""]
+        lines += table(
+            ["class", "precision", "recall", "F1", "support"],
+            [[label, f"{f['precision']:.3f}", f"{f['recall']:.3f}", f"{f['f1']:.3f}", f["support"]] for label, f in r["per_class"].items()],
+        )
+        lines += ["", "Confusion matrix (rows: true, columns: predicted):", ""]
+        lines += table(["", *labels], [[f"**{label}**", *row] for label, row in zip(labels, r["confusion_matrix"])])
+    return "\n".join(lines) + "\n"
+
+
+def build_report(profile: TargetProfile, inputs: ReportInputs, target: Target) -> dict:
+    if ("saved_model_xla" in profile.artifacts) != (inputs.xla_checks is not None):
+        raise StageError(f"{profile.source}: the XLA checks' record is given exactly when the profile lists saved_model_xla")
+    evaluation = evaluate(profile, inputs, target)
+    context = Context.read(profile, inputs, target)
+    with atomic_outputs(target.evaluation, target.report) as (eval_tmp, report_tmp):
+        eval_tmp.write_text(json.dumps(evaluation, indent=2) + "\n", encoding="utf-8")
+        report_tmp.write_text(render_markdown(evaluation, profile, context), encoding="utf-8")
+    return evaluation
+
+
+def headline(evaluation: dict, report_path: Path) -> str:
+    reference = evaluation["reference"]
+    lines = [
+        f"== {evaluation['target']}: test split, {reference['examples']} examples, {len(evaluation['labels'])} classes ==",
+        f"   {'reference (CPU SavedModel)':<28} accuracy {reference['accuracy']:.4f} (95% interval {interval(reference)})  macro F1 {reference['macro_f1']:.4f}",
+    ]
+    for name, r in evaluation["artifacts"].items():
+        lines.append(
+            f"   {name:<28} accuracy {r['accuracy']:.4f}  macro F1 {r['macro_f1']:.4f}  top-1 agreement {r['parity']['top1_agreement']:.4f}"
+            f"  max |Δlogit| {r['parity']['max_abs_logit_error']:.2g}  {r['size_bytes'] / 1e6:.2f} MB"
+        )
+    lines.append(f"   report: {report_path}")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m edge_build.stages.report", description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", type=Path, required=True, help="the target profile (.toml)")
+    parser.add_argument(
+        "--target-dir", type=Path, required=True, help="the target's artifacts and checks; eval.json and report.md go here (layout.Target)"
+    )
+    parser.add_argument("--reference", type=Path, required=True, help="the reference CPU SavedModel's version directory")
+    parser.add_argument("--reference-logits", type=Path, required=True, help="the reference's test logits (.npy)")
+    parser.add_argument("--test", type=Path, required=True, help="test.tfrecord")
+    parser.add_argument("--labels", type=Path, required=True, help="labels.txt")
+    parser.add_argument("--data-summary", type=Path, required=True, help="the data stage's summary.json")
+    parser.add_argument("--data-report", type=Path, required=True, help="the data report's report.json")
+    parser.add_argument("--quality", type=Path, required=True, help="the quality gate's quality.json")
+    parser.add_argument("--train-log", type=Path, required=True)
+    parser.add_argument("--calibration-summary", type=Path, help="the calibration stage's summary.json (targets with a calibrated artifact)")
+    parser.add_argument("--xla-checks", type=Path, help="the xla_check stage's xla_checks.json (targets with saved_model_xla)")
+    return parser
+
+
+def drive(args: argparse.Namespace) -> None:
+    profile = read_profile(args.profile)
+    inputs = ReportInputs(
+        args.reference,
+        args.reference_logits,
+        args.test,
+        args.labels,
+        args.data_summary,
+        args.data_report,
+        args.quality,
+        args.train_log,
+        args.calibration_summary,
+        args.xla_checks,
+    )
+    target = Target(args.target_dir, profile.name)
+    evaluation = build_report(profile, inputs, target)
+    print(headline(evaluation, target.report))
+
+
+if __name__ == "__main__":
+    sys.exit(cli.run(build_parser, drive))

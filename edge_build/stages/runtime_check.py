@@ -1,0 +1,262 @@
+"""Stage *runtime_check*: parity and latency of every TF Lite artifact in the profile's runtime environments.
+
+Reads the reference's test logits, the test split (labels) and its token ids,
+``labels.txt``, the profile, the target's ``.tflite`` files with their records and
+test logits on TensorFlow's interpreter, and the runtime environment's
+``env.json`` where there is one; writes ``golden.npz`` (the golden set: token
+ids, labels and the reference's logits for N test examples),
+``device_checks.json`` (every figure, timings included), ``device_parity.json``
+(the figures that do not depend on the machine, which the manifest records) and
+``latency.png``. Nothing here imports TensorFlow.
+
+For each artifact and runtime, ``python -m edge_build.board.bench`` runs in its
+own process, exactly as on a board (tflite_runtime cannot share a process with
+TensorFlow): it runs the golden set and times invokes. Here its logits are
+compared with the reference (the artifact's parity checks: ``board.parity``, as
+``bench.py --parity`` applies them on the board) and with TensorFlow's own
+``tf.lite.Interpreter`` on the same file, which tells a runtime-version
+difference from a quantization one. A missing runtime, a model that fails to
+load, a crash (a signal), a timeout, a tolerance or a latency budget broken:
+each fails the stage with a table of what broke.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from edge_build import cli, parity
+from edge_build.atomic import atomic_outputs
+from edge_build.config.profile import TargetProfile, read_profile
+from edge_build.errors import StageError
+from edge_build.isolated import run_isolated
+from edge_build.layout import Target
+from edge_build.records import read_json, read_labels, read_rows
+from edge_build.tfrecord import read_split
+
+EXIT_RUNTIME_MISSING = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class TestSplit:
+    """The test split as the checks see it: labels, token ids and the reference's logits, in split order."""
+
+    __test__ = False  # a name pytest would otherwise try to collect
+
+    labels: np.ndarray
+    ids: np.ndarray
+    reference_logits: np.ndarray
+    label_names: list[str]
+
+    @classmethod
+    def read(cls, test_records: Path, test_ids: Path, reference_logits: Path, labels: Path) -> TestSplit:
+        _, y_true = read_split(test_records)
+        return cls(y_true, read_rows(test_ids, len(y_true)), read_rows(reference_logits, len(y_true)), read_labels(labels))
+
+
+def build_golden(test: TestSplit, examples: int) -> dict:
+    """``examples`` test-split examples, evenly spread over the (class-ordered) split, with the reference's logits."""
+    chosen = np.unique(np.linspace(0, len(test.labels) - 1, min(examples, len(test.labels))).round().astype(int))
+    return {
+        "ids": test.ids[chosen].astype(np.int32),
+        "labels": test.labels[chosen].astype(np.int32),
+        "reference_logits": test.reference_logits[chosen].astype(np.float32),
+        "label_names": np.array(test.label_names),
+        "test_indices": chosen.astype(np.int32),
+    }
+
+
+def runner(runtime_env: dict | None) -> tuple[list[str], dict]:
+    """The command prefix and environment that start the runtime environment's Python.
+
+    Without a provisioned environment, this machine's interpreter (the target's
+    architecture is this machine's); with one, its native venv or its emulated
+    aarch64 CPython, whose timings the runner then flags as emulated.
+    """
+    if runtime_env is None:
+        return [sys.executable], dict(os.environ)
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(runtime_env["pythonpath"])}
+    if runtime_env["emulated"]:
+        environment["EDGE_BUILD_EMULATED"] = "1"
+    return list(runtime_env["python"]), environment
+
+
+def run_in_environment(model: Path, runtime: str, golden: Path, profile: TargetProfile, scratch: Path, runtime_env: dict | None = None) -> dict:
+    """The board-side benchmark in its own process, in the runtime environment; failures come back as a ``status``, not an exception."""
+    settings = profile.checks
+    if runtime_env is not None and not runtime_env["runtimes"][runtime]["checkable"]:
+        return {"status": f"not checkable here: {runtime_env['runtimes'][runtime]['reason']}"}
+    out, outputs = scratch / f"{model.stem}-{runtime}.json", scratch / f"{model.stem}-{runtime}.npy"
+    python, environment = runner(runtime_env)
+    command = [
+        *python,
+        "-m",
+        "edge_build.board.bench",
+        str(model),
+        "--runtime",
+        runtime,
+        "--golden",
+        str(golden),
+        "--threads",
+        str(settings.threads),
+        "--batch",
+        str(settings.batch),
+        "--warmup",
+        str(settings.warmup),
+        "--runs",
+        str(settings.runs),
+        "--out",
+        str(out),
+        "--outputs",
+        str(outputs),
+    ]
+    done, abnormal = run_isolated(command, settings.timeout_s, environment)
+    if abnormal:
+        return {"status": abnormal}
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1].removeprefix("error: ")
+        return {"status": ("missing: " if done.returncode == EXIT_RUNTIME_MISSING else "failed: ") + reason}
+    return {"status": "ok", **json.loads(out.read_text(encoding="utf-8")), "logits": np.load(outputs)}
+
+
+def integrity_problem(model: Path, record: dict) -> str | None:
+    """Whether the file is still what the conversion stage wrote (runtimes may crash on a damaged flatbuffer)."""
+    content = model.read_bytes()
+    if len(content) != record["size_bytes"]:
+        return f"corrupted: {model} has {len(content)} bytes, the conversion wrote {record['size_bytes']} (truncated or replaced; delete it and run scons to rebuild it)"
+    if hashlib.sha256(content).hexdigest() != record["sha256"]:
+        return f"corrupted: {model}'s SHA-256 differs from the one recorded at conversion (delete it and run scons to rebuild it)"
+    return None
+
+
+def check_artifact(
+    name: str, target: Target, golden: dict, golden_path: Path, profile: TargetProfile, scratch: Path, runtime_env: dict | None
+) -> dict:
+    model = target.artifact(name)
+    problem = integrity_problem(model, read_json(target.conversion_report(name)))
+    if problem:
+        return {runtime.name: {"status": problem, "problems": [problem]} for runtime in profile.runtimes}
+    # TensorFlow's interpreter on the same file, run by the conversion stage over the whole test split.
+    host_logits = np.load(target.test_logits(name), allow_pickle=False)[golden["test_indices"]]
+    results = {}
+    for runtime in profile.runtimes:
+        outcome = run_in_environment(model, runtime.name, golden_path, profile, scratch, runtime_env)
+        # A runtime the profile does not require is reported when it cannot run here; it gates only on what it ran.
+        problems = [] if outcome["status"] == "ok" or not runtime.required else [outcome["status"]]
+        if outcome["status"] == "ok":
+            runtime_logits = outcome.pop("logits")
+            host = parity.compare(host_logits, runtime_logits, golden["labels"])
+            outcome["runtime_vs_tf_lite"] = {k: host[k] for k in ("max_abs_logit_error", "top1_agreement", "disagreeing_examples")}
+            problems += parity.breaches(name, outcome["parity"], profile.tolerances)
+            budget_ms = profile.latency_budget_ms(name)
+            p50_ms = outcome["latency"]["p50_us"] / 1e3
+            outcome["latency_budget_ms"] = budget_ms
+            if p50_ms > budget_ms:
+                if outcome["emulated"]:
+                    outcome["latency_note"] = f"p50 {p50_ms:.3f} ms over the {budget_ms:g} ms budget, not enforced: emulated timings"
+                else:
+                    problems.append(f"p50 {p50_ms:.3f} ms (budget <= {budget_ms:g} ms)")
+            if problems and outcome["parity"]["disagreeing_examples"]:
+                problems.append(f"top-1 differs on golden examples {outcome['parity']['disagreeing_examples'][:10]}")
+        outcome["problems"] = problems
+        results[runtime.name] = outcome
+    return results
+
+
+def plot_latency(checks: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = [(f"{a}\n{rt}", r["latency"]["invoke_us"]) for a, per in checks.items() for rt, r in per.items() if r["status"] == "ok"]
+    figure, axes = plt.subplots(figsize=(max(4, 2.2 * len(series)), 4))
+    if series:
+        axes.boxplot([values for _, values in series], showfliers=True)
+        axes.set_xticks(range(1, len(series) + 1), [label for label, _ in series])
+        axes.set_yscale("log")
+    axes.set_ylabel("per-invoke latency (µs, log scale)")
+    axes.set_title("Device runtime latency per invoke")
+    figure.tight_layout()
+    figure.savefig(path, format="png", dpi=100, metadata={"Software": None})
+    plt.close(figure)
+
+
+def machine_independent(checks: dict) -> dict:
+    """Per artifact and runtime that ran, the parity figures that do not depend on the machine (what the manifest records)."""
+    keys = ("top1_agreement", "max_abs_logit_error", "accuracy")
+    return {
+        name: {runtime: {key: r["parity"][key] for key in keys} for runtime, r in per.items() if r["status"] == "ok"} for name, per in checks.items()
+    }
+
+
+def runtime_checks(profile: TargetProfile, test: TestSplit, target: Target, runtime_env: Path | None = None) -> dict:
+    environment = read_json(runtime_env) if runtime_env else None
+    golden = build_golden(test, profile.checks.golden_examples)
+    with atomic_outputs(*target.runtime_check_outputs) as (golden_tmp, checks_tmp, parity_tmp, plot_tmp), tempfile.TemporaryDirectory() as scratch:
+        with open(golden_tmp, "wb") as handle:
+            np.savez(handle, **golden)
+        checks = {name: check_artifact(name, target, golden, golden_tmp, profile, Path(scratch), environment) for name in profile.tflite_artifacts}
+        if any(r["problems"] for per in checks.values() for r in per.values()):
+            rows = [(artifact, runtime, problem) for artifact, per in checks.items() for runtime, r in per.items() for problem in r["problems"]]
+            print(parity.failure_table(rows), file=sys.stderr)
+            raise StageError(f"{target.dir}: runtime checks failed for {profile.source} (table above)")
+        summary = {
+            "target": profile.name,
+            "device_env": environment,
+            "golden_examples": int(len(golden["labels"])),
+            "settings": dataclasses.asdict(profile.checks),
+            "checks": checks,
+        }
+        checks_tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        parity_tmp.write_text(json.dumps(machine_independent(checks), indent=2) + "\n", encoding="utf-8")
+        plot_latency(checks, plot_tmp)
+    return summary
+
+
+def summary_lines(summary: dict) -> list[str]:
+    lines = []
+    for artifact, per in summary["checks"].items():
+        for runtime, r in per.items():
+            if r["status"] != "ok":
+                lines.append(f"runtime check: {artifact} on {runtime}: {r['status']}")
+                continue
+            p, latency = r["parity"], r["latency"]
+            lines.append(
+                f"runtime check: {artifact} on {runtime} {r['runtime_version']}: top-1 agreement {p['top1_agreement']:.4f}, "
+                f"max |Δlogit| {p['max_abs_logit_error']:.3g}, vs tf.lite {r['runtime_vs_tf_lite']['max_abs_logit_error']:.3g}; "
+                f"p50 {latency['p50_us']:.1f} µs, p99 {latency['p99_us']:.1f} µs, peak RSS {r['peak_rss_mb']:.0f} MB"
+                + (f" on {r['machine']} (emulated: timings not representative)" if r["emulated"] else "")
+            )
+    return lines
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m edge_build.stages.runtime_check", description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", type=Path, required=True, help="the target profile (.toml)")
+    parser.add_argument("--target-dir", type=Path, required=True, help="the target's artifacts; the outputs go here too (layout.Target)")
+    parser.add_argument("--test", type=Path, required=True, help="test.tfrecord (its labels)")
+    parser.add_argument("--test-ids", type=Path, required=True, help="the test split's token ids (.npy)")
+    parser.add_argument("--reference-logits", type=Path, required=True, help="the reference's test logits (.npy)")
+    parser.add_argument("--labels", type=Path, required=True, help="labels.txt")
+    parser.add_argument("--runtime-env", type=Path, help="env.json from the runtime_env stage (another architecture, or a native venv)")
+    return parser
+
+
+def drive(args: argparse.Namespace) -> None:
+    profile = read_profile(args.profile)
+    test = TestSplit.read(args.test, args.test_ids, args.reference_logits, args.labels)
+    summary = runtime_checks(profile, test, Target(args.target_dir, profile.name), args.runtime_env)
+    print("\n".join(summary_lines(summary)))
+
+
+if __name__ == "__main__":
+    sys.exit(cli.run(build_parser, drive))

@@ -1,0 +1,85 @@
+"""TF Lite on the build machine: the converter set up for each precision, and TensorFlow's own interpreter.
+
+The tflite stage converts with ``make_converter``; the benchmarks reuse it. ``run_tflite``
+is the host's reference interpreter. TensorFlow is imported inside the functions:
+importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import warnings
+
+import numpy as np
+
+from edge_build.config.profile import TargetProfile
+
+
+@contextlib.contextmanager
+def quiet_tensorflow_lite():
+    """Silence what TF Lite's Python side says on every call and nobody here can act on.
+
+    Keras prints the endpoints of the temporary SavedModel each conversion makes;
+    ``tf.lite.Interpreter`` warns it is deprecated in favour of ai-edge-litert
+    (the device checks use the device runtimes; this one is the host reference);
+    the converter warns about the int32 ids input, which is not quantized by design.
+    """
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"\s*Warning: tf.lite.Interpreter is deprecated", category=UserWarning)
+        # The int32 ids input is not quantized by design; the converter warns that it has no statistics for it.
+        warnings.filterwarnings("ignore", message="Statistics for quantized inputs were expected", category=UserWarning)
+        yield
+
+
+def float16_weights(converter, tf, profile: TargetProfile, representative: np.ndarray | None) -> None:
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.target_spec.supported_types = [tf.float16]
+
+
+def full_integer(converter, tf, profile: TargetProfile, representative: np.ndarray | None) -> None:
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: ([row[None]] for row in representative)
+    if profile.quantization.output_type == "int8":
+        converter.inference_output_type = tf.int8
+    # tflite-runtime 2.14 cannot load TF 2.21's per-channel dense layers, and its aarch64 build crashes on them.
+    converter._experimental_disable_per_channel_quantization_for_dense_layers = not profile.per_channel_dense
+
+
+#: Each precision's converter option (float32 takes the converter as it comes): with the artifact's row, all an artifact needs.
+CONVERTER_OPTIONS = {"fp32": lambda *_: None, "fp16": float16_weights, "int8": full_integer}
+
+
+def make_converter(model, precision: str, profile: TargetProfile, representative: np.ndarray | None):
+    """A ``TFLiteConverter`` for the Keras model, set up as the precision and the profile ask.
+
+    ``from_keras_model``, not a ``tf.Module`` wrapper: a Keras 3 model saved inside a
+    module converts to a weightless model of VAR_HANDLE ops without any error.
+    """
+    import tensorflow as tf
+
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    CONVERTER_OPTIONS[precision](converter, tf, profile, representative)
+    if profile.quantization.select_tf_ops:
+        converter.target_spec.supported_ops = [*converter.target_spec.supported_ops, tf.lite.OpsSet.SELECT_TF_OPS]
+    return converter
+
+
+def run_tflite(content: bytes, ids: np.ndarray) -> np.ndarray:
+    """Float logits of the model for ``ids`` on TensorFlow's own interpreter (int8 outputs dequantized)."""
+    import tensorflow as tf
+
+    with quiet_tensorflow_lite():
+        interpreter = tf.lite.Interpreter(model_content=content)
+    (inp,), (out,) = interpreter.get_input_details(), interpreter.get_output_details()
+    interpreter.resize_tensor_input(inp["index"], list(ids.shape))
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(inp["index"], ids.astype(inp["dtype"]))
+    interpreter.invoke()
+    logits = interpreter.get_tensor(out["index"])
+    if out["dtype"] == np.int8:
+        scale, zero_point = out["quantization"]
+        logits = (logits.astype(np.float32) - zero_point) * scale
+    return logits
