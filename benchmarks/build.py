@@ -13,7 +13,7 @@ Scales: BBC News repeated N times (each article N times, as a folder dataset)
 shows how each stage grows with the corpus; only the clean build is timed there,
 once per scale, and the slope per stage is seconds per 1,000 examples.
 ``--quick`` builds a 200-article slice of BBC News with a small model, once, and
-does not hold that model to the profile's INT8 tolerances: it checks the script
+does not hold that model to the profile's INT8 and float16 tolerances: it checks the script
 works, its figures mean little.
 """
 
@@ -31,12 +31,14 @@ from pathlib import Path
 
 from common import REPO, argument_parser, markdown_table, spread, write_results
 
-STAGE_COMMAND = re.compile(r"-m edge_build\.(\w+)(?: .*?--precision (\w+))?")
+# A stage's command line: its module, and for a TF Lite conversion the artifact it makes (which names that stage here).
+STAGE_COMMAND = re.compile(r"-m edge_build\.stages\.(\w+)(?: .*?--artifact (\w+))?")
 STAGE_TIME = re.compile(r"^Command execution time: (.+?): ([\d.]+) seconds")
 QUICK_HPARAMS = {"vocab_size = 8000": "vocab_size = 2000", "sequence_length = 512": "sequence_length = 128", "epochs = 15": "epochs = 3"}
 # A model this small agrees with its INT8 version less often than the profile demands, and trails the classical
-# baseline by more than the quality margin; --quick times, it does not gate.
-QUICK_TOLERANCES = {"int8_min_top1_agreement = 0.99": "int8_min_top1_agreement = 0.5", "int8_max_accuracy_drop = 0.01": "int8_max_accuracy_drop = 0.5"}
+# baseline by more than the quality margin; --quick times, it does not gate. Tolerance key -> relaxed value, set
+# where the profile sets that key (one it leaves out keeps its default).
+QUICK_TOLERANCES = {"int8_min_top1_agreement": "0.5", "int8_max_accuracy_drop": "0.5", "fp16_max_abs_logit": "1.0"}
 QUICK_QUALITY_MARGIN = "quality_margin=100"
 QUICK_PER_CLASS = 40
 
@@ -67,7 +69,7 @@ def run_scons(arguments: list[str]) -> dict:
     stages, seconds, current = [], {}, None
     for line in done.stdout.splitlines():
         if (match := STAGE_COMMAND.search(line)) and "python" in line:
-            current = f"{match[1]}-{match[2]}" if match[2] else match[1]
+            current = match[2] or match[1]
             stages.append(current)
         elif (match := STAGE_TIME.match(line)) and current is not None:
             seconds[current] = seconds.get(current, 0.0) + float(match[2])
@@ -82,6 +84,14 @@ def edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1), encoding="utf-8")
 
 
+def relax_tolerances(profile: Path) -> None:
+    """Each ``QUICK_TOLERANCES`` key the profile sets, set to its relaxed value."""
+    text = profile.read_text(encoding="utf-8")
+    for key, value in QUICK_TOLERANCES.items():
+        text = re.sub(rf"^{key}\s*=\s*[^\s#]+", f"{key} = {value}", text, flags=re.MULTILINE)
+    profile.write_text(text, encoding="utf-8")
+
+
 def scenarios(work: Path, dataset: str, target: str, repeats: int, quick: bool) -> dict:
     """Clean, no-op, calibration edit and hyperparameter change, ``repeats`` times each, in turn."""
     calibration, hparams, targets = work / "calibration", work / "hparams.toml", work / "targets"
@@ -91,14 +101,20 @@ def scenarios(work: Path, dataset: str, target: str, repeats: int, quick: bool) 
     if quick:
         for old, new in QUICK_HPARAMS.items():
             edit(hparams, old, new)
-        for old, new in QUICK_TOLERANCES.items():
-            edit(targets / f"{target}.toml", old, new)
+        relax_tolerances(targets / f"{target}.toml")
     runs = {name: [] for name in ("clean", "no-op", "calibration edit", "hyperparameter change")}
     for repeat in range(repeats):
         build_dir = work / "build"
         shutil.rmtree(build_dir, ignore_errors=True)
-        arguments = [f"target={target}", f"dataset={dataset}", f"build_dir={build_dir}", f"calibration={calibration}", f"hparams={hparams}",
-                     f"targets_dir={targets}", *([QUICK_QUALITY_MARGIN] if quick else [])]
+        arguments = [
+            f"target={target}",
+            f"dataset={dataset}",
+            f"build_dir={build_dir}",
+            f"calibration={calibration}",
+            f"hparams={hparams}",
+            f"targets_dir={targets}",
+            *([QUICK_QUALITY_MARGIN] if quick else []),
+        ]
         runs["clean"].append(run_scons(arguments))
         runs["no-op"].append(run_scons(arguments))
         edit(calibration / "calibration.toml", f"seed = {repeat}", f"seed = {repeat + 1}")
@@ -144,14 +160,18 @@ def main() -> int:
         "calibration edit <= 15% of clean": ratio <= 0.15,
         "clean <= 120 s": clean <= 120,
     }
-    rows = [[name, r["wall_s"]["median"], r["wall_s"]["min"], r["wall_s"]["max"], " ".join(r["stages_run"]) or "(none)"] for name, r in results.items()]
+    rows = [
+        [name, r["wall_s"]["median"], r["wall_s"]["min"], r["wall_s"]["max"], " ".join(r["stages_run"]) or "(none)"] for name, r in results.items()
+    ]
     markdown = markdown_table(["scenario", "median s", "min s", "max s", "stages run"], rows)
     stages = list(results["clean"]["stage_s"])
     markdown += "\nSeconds per stage (median), clean build:\n\n" + markdown_table(stages, [[results["clean"]["stage_s"][s] for s in stages]])
     markdown += f"\nCalibration edit / clean: {ratio:.1%}.\n"
     if len(scaling) > 1:
         low, high = scaling[min(scaling)], scaling[max(scaling)]
-        slope = {s: (high["stage_s"].get(s, 0.0) - low["stage_s"].get(s, 0.0)) / ((high["examples"] - low["examples"]) / 1000) for s in low["stage_s"]}
+        slope = {
+            s: (high["stage_s"].get(s, 0.0) - low["stage_s"].get(s, 0.0)) / ((high["examples"] - low["examples"]) / 1000) for s in low["stage_s"]
+        }
         results["scaling_slope_s_per_1k_examples"] = slope
         header = ["examples", "wall s", *low["stage_s"]]
         markdown += "\nClean build by corpus size (BBC News repeated), seconds:\n\n" + markdown_table(
@@ -159,8 +179,21 @@ def main() -> int:
         )
         markdown += "\nSlope, seconds per 1,000 more examples: " + ", ".join(f"{s} {v:.2f}" for s, v in slope.items()) + "\n"
     markdown += "\nGoals: " + "; ".join(f"{goal}: {'met' if met else 'NOT met'}" for goal, met in goals.items()) + "\n"
-    write_results(args.out_dir, "build", {"target": args.target, "dataset": dataset, "repeats": repeats, "scenarios": results,
-                                          "calibration_edit_over_clean": ratio, "scaling": scaling, "goals": goals}, markdown, args.quick)
+    write_results(
+        args.out_dir,
+        "build",
+        {
+            "target": args.target,
+            "dataset": dataset,
+            "repeats": repeats,
+            "scenarios": results,
+            "calibration_edit_over_clean": ratio,
+            "scaling": scaling,
+            "goals": goals,
+        },
+        markdown,
+        args.quick,
+    )
     return 0
 
 

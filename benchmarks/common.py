@@ -91,8 +91,19 @@ def write_results(out_dir: Path, name: str, results: dict, markdown: str, quick:
     print(f"wrote {out_dir / name}.json and .md")
 
 
-def run_device_bench(model: Path, runtime: str, threads: int, batch: int, golden: Path, warmup: int, runs: int, scratch: Path, parity: bool = True, timeout_s: float = 600) -> dict:
-    """``edge_build.device.bench`` in its own process, as the build runs it; a failure comes back as ``status``.
+def run_device_bench(
+    model: Path,
+    runtime: str,
+    threads: int,
+    batch: int,
+    golden: Path,
+    warmup: int,
+    runs: int,
+    scratch: Path,
+    parity: bool = True,
+    timeout_s: float = 600,
+) -> dict:
+    """``edge_build.board.bench`` in its own process, as the build runs it; a failure comes back as ``status``.
 
     Timed inputs are golden-set rows; with ``parity`` the whole golden set is run too, and its top-1 agreement,
     logit error and accuracy against the reference SavedModel come with the timings.
@@ -101,8 +112,25 @@ def run_device_bench(model: Path, runtime: str, threads: int, batch: int, golden
 
     out, logits = scratch / f"{model.stem}-{runtime}-{threads}t-b{batch}.json", scratch / f"{model.stem}-{runtime}-{threads}t-b{batch}.npy"
     command = [
-        sys.executable, "-m", "edge_build.device.bench", str(model), "--runtime", runtime, "--threads", str(threads), "--batch", str(batch),
-        "--golden", str(golden), "--warmup", str(warmup), "--runs", str(runs), "--out", str(out), *(["--outputs", str(logits)] if parity else []),
+        sys.executable,
+        "-m",
+        "edge_build.board.bench",
+        str(model),
+        "--runtime",
+        runtime,
+        "--threads",
+        str(threads),
+        "--batch",
+        str(batch),
+        "--golden",
+        str(golden),
+        "--warmup",
+        str(warmup),
+        "--runs",
+        str(runs),
+        "--out",
+        str(out),
+        *(["--outputs", str(logits)] if parity else []),
     ]
     done, abnormal = run_isolated(command, timeout_s, {**os.environ, "PYTHONPATH": str(REPO)})
     if abnormal:

@@ -4,7 +4,7 @@
         --warm-passes 20 --out result.json
 
 Imports only the standard library, numpy, a TF Lite runtime and
-``edge_build.device`` (this checkout's tokenizer and runner, with the bundle's
+``edge_build.board`` (this checkout's tokenizer and runner, with the bundle's
 vocabulary, model and manifest), so it runs where TensorFlow cannot be. The
 first pass starts with an empty tokenizer cache, as a freshly started
 ``classify.py`` does; the warm passes that follow are what a long-running
@@ -24,10 +24,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from edge_build.device.bench import Model, peak_rss_mb  # noqa: E402
-from edge_build.device.bundle import BundleError, verify  # noqa: E402
-from edge_build.device.runtime import INTERPRETER_MODULES, RuntimeMissing, runtime_version  # noqa: E402
-from edge_build.device.wordpiece import WordPiece  # noqa: E402
+from edge_build.board.bench import Model, peak_rss_mb  # noqa: E402
+from edge_build.board.launch import BundleError, verify  # noqa: E402
+from edge_build.board.runtime import INTERPRETER_MODULES, RuntimeMissing, runtime_version  # noqa: E402
+from edge_build.board.wordpiece import WordPiece  # noqa: E402
 
 
 def classify_timed(tokenizer: WordPiece, model: Model, text: str, sequence_length: int) -> tuple[int, float, float]:
@@ -77,7 +77,11 @@ def main(argv: list[str] | None = None) -> int:
         "model_load_ms": model.load_ms,
         "labels": labels[0].tolist(),
         "tokens": [len(tokenizer.tokenize(text)) for text in texts],
-        "first_pass": {"tokenizer_us": tokenizer_us[0].tolist(), "invoke_us": invoke_us[0].tolist(), "total_us": (tokenizer_us + invoke_us)[0].tolist()},
+        "first_pass": {
+            "tokenizer_us": tokenizer_us[0].tolist(),
+            "invoke_us": invoke_us[0].tolist(),
+            "total_us": (tokenizer_us + invoke_us)[0].tolist(),
+        },
         # Per article, the median over the warm passes.
         "warm": {
             "tokenizer_us": np.median(tokenizer_us[1:], axis=0).tolist(),

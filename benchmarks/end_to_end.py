@@ -3,7 +3,7 @@
     python benchmarks/end_to_end.py [--quick] [--build-dir build] [--out-dir benchmarks/results]
 
 On every article of the test split: the device path (``device_text_to_label.py``:
-the pure-Python WordPiece tokenizer of ``edge_build/device/wordpiece.py``, then
+the pure-Python WordPiece tokenizer of ``edge_build/board/wordpiece.py``, then
 the bundle's INT8 model, in a process of its own per runtime, one thread) and the
 reference CPU SavedModel's ``serving_default`` called in-process with one text
 (TensorFlow on one thread). Figures are per article: the median over the warm
@@ -21,10 +21,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from common import REPO, argument_parser, markdown_table, missing_outputs, write_results
 
+from edge_build.board.launch import MANIFEST
 from edge_build.isolated import run_isolated
+from edge_build.layout import Layout
+from edge_build.tfrecord import read_split
 
 RUNTIMES = ("tflite-runtime", "ai-edge-litert")
 GOAL_MEDIAN_ARTICLE_MS = 1.0
@@ -62,8 +64,19 @@ def saved_model_per_article(saved_model: Path, texts: list[bytes], warm_passes: 
 
 def device_per_article(bundle: Path, runtime: str, texts_file: Path, warm_passes: int, scratch: Path) -> dict:
     out = scratch / f"{runtime}.json"
-    command = [sys.executable, str(REPO / "benchmarks" / "device_text_to_label.py"), str(bundle), "--runtime", runtime,
-               "--texts", str(texts_file), "--warm-passes", str(warm_passes), "--out", str(out)]
+    command = [
+        sys.executable,
+        str(REPO / "benchmarks" / "device_text_to_label.py"),
+        str(bundle),
+        "--runtime",
+        runtime,
+        "--texts",
+        str(texts_file),
+        "--warm-passes",
+        str(warm_passes),
+        "--out",
+        str(out),
+    ]
     done, abnormal = run_isolated(command, DEVICE_TIMEOUT_S)
     if abnormal or done.returncode != 0:
         return {"status": abnormal or "failed: " + (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1].removeprefix("error: ")}
@@ -87,8 +100,11 @@ def summarize(device: dict, labels: np.ndarray, reference_labels: list[int], med
 
 
 def report(lengths: dict, summaries: dict, saved_model: dict, median_article: int, chars: list[int]) -> tuple[str, dict]:
-    lines = ["Article lengths on the test split:", "",
-             markdown_table(["", "min", "median", "p90", "max"], [[name, d["min"], d["median"], d["p90"], d["max"]] for name, d in lengths.items()])]
+    lines = [
+        "Article lengths on the test split:",
+        "",
+        markdown_table(["", "min", "median", "p90", "max"], [[name, d["min"], d["median"], d["p90"], d["max"]] for name, d in lengths.items()]),
+    ]
     headers = ["path", "what", "p50 us", "p90 us", "median-length article us", "accuracy", "agrees with SavedModel"]
     rows = []
     for runtime, s in summaries.items():
@@ -97,10 +113,28 @@ def report(lengths: dict, summaries: dict, saved_model: dict, median_article: in
             continue
         for phase, label in (("warm", "warm cache"), ("first_pass", "first pass, empty cache")):
             for key, what in (("tokenizer_us", "tokenizer"), ("invoke_us", "INT8 invoke + argmax"), ("total_us", "text -> label")):
-                rows.append([f"device, {runtime} {s['runtime_version']}", f"{what} ({label})", s[phase][key]["p50_us"], s[phase][key]["p90_us"],
-                             s["median_article"][phase][key], s["accuracy"] if key == "total_us" else None, s["agreement_with_saved_model"] if key == "total_us" else None])
-    rows.append(["TensorFlow, CPU SavedModel", "serving_default, one text per call", saved_model["p50_us"], saved_model["p90_us"],
-                 saved_model["median_article_us"], saved_model["accuracy"], 1.0])
+                rows.append(
+                    [
+                        f"device, {runtime} {s['runtime_version']}",
+                        f"{what} ({label})",
+                        s[phase][key]["p50_us"],
+                        s[phase][key]["p90_us"],
+                        s["median_article"][phase][key],
+                        s["accuracy"] if key == "total_us" else None,
+                        s["agreement_with_saved_model"] if key == "total_us" else None,
+                    ]
+                )
+    rows.append(
+        [
+            "TensorFlow, CPU SavedModel",
+            "serving_default, one text per call",
+            saved_model["p50_us"],
+            saved_model["p90_us"],
+            saved_model["median_article_us"],
+            saved_model["accuracy"],
+            1.0,
+        ]
+    )
     lines += ["", markdown_table(headers, rows)]
     ran = {runtime: s for runtime, s in summaries.items() if "status" not in s}
     if not ran:
@@ -110,31 +144,42 @@ def report(lengths: dict, summaries: dict, saved_model: dict, median_article: in
         figure = ran[fastest]["median_article"]
         total_ms = figure["warm"]["total_us"] / 1e3
         met = total_ms <= GOAL_MEDIAN_ARTICLE_MS
-        goal = {"met": met, "runtime": fastest, "median_article_total_ms": total_ms, "line": (
-            f"{'met' if met else 'NOT met'}: the median-length article ({chars[median_article]} characters) text -> label on {fastest}: "
-            f"p50 {total_ms:.3f} ms (tokenizer {figure['warm']['tokenizer_us']:.0f} us + invoke {figure['warm']['invoke_us']:.0f} us; "
-            f"{figure['first_pass']['total_us'] / 1e3:.3f} ms on the first pass, cache empty; goal <= {GOAL_MEDIAN_ARTICLE_MS:g} ms), "
-            f"{saved_model['median_article_us'] / figure['warm']['total_us']:.1f}x faster than the SavedModel's serving_default ({saved_model['median_article_us'] / 1e3:.3f} ms)")}
+        goal = {
+            "met": met,
+            "runtime": fastest,
+            "median_article_total_ms": total_ms,
+            "line": (
+                f"{'met' if met else 'NOT met'}: the median-length article ({chars[median_article]} characters) text -> label on {fastest}: "
+                f"p50 {total_ms:.3f} ms (tokenizer {figure['warm']['tokenizer_us']:.0f} us + invoke {figure['warm']['invoke_us']:.0f} us; "
+                f"{figure['first_pass']['total_us'] / 1e3:.3f} ms on the first pass, cache empty; goal <= {GOAL_MEDIAN_ARTICLE_MS:g} ms), "
+                f"{saved_model['median_article_us'] / figure['warm']['total_us']:.1f}x faster than the SavedModel's serving_default ({saved_model['median_article_us'] / 1e3:.3f} ms)"
+            ),
+        }
     imported = [runtime for runtime, s in ran.items() if s["tensorflow_imported"]]
-    lines += ["", f"- {goal['line']}", "- tokens: WordPieces before truncation to the model's sequence length; every figure is per article, one text per call, one thread.",
-              f"- TensorFlow imported in the device processes: {', '.join(imported) or 'none'}."]
+    lines += [
+        "",
+        f"- {goal['line']}",
+        "- tokens: WordPieces before truncation to the model's sequence length; every figure is per article, one text per call, one thread.",
+        f"- TensorFlow imported in the device processes: {', '.join(imported) or 'none'}.",
+    ]
     return "\n".join(lines) + "\n", goal
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = argument_parser(__doc__.splitlines()[0], build_dir="a finished host build (its bundle, the reference SavedModel, the test split)").parse_args(argv)
+    args = argument_parser(
+        __doc__.splitlines()[0], build_dir="a finished host build (its bundle, the reference SavedModel, the test split)"
+    ).parse_args(argv)
     build = args.build_dir.resolve()
-    bundle, saved_model, split = build / "host" / "bundle", build / "reference" / "saved_model_cpu" / "1", build / "data" / "test.tfrecord"
-    if missing_outputs([bundle / "manifest.json", saved_model / "saved_model.pb", split], "build the host target first: scons"):
+    layout = Layout(build)
+    bundle, saved_model, split = layout.target("host").bundle_dir, layout.reference, layout.data.split("test")
+    if missing_outputs([bundle / MANIFEST, *layout.reference_files, split], "build the host target first: scons"):
         return 2
     warm_passes = QUICK_WARM_PASSES if args.quick else FULL_WARM_PASSES
     import tensorflow as tf
 
-    # Before TensorFlow runs anything (reading the split does): its pools are fixed then.
+    # Before TensorFlow runs anything: its pools are fixed then.
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    from edge_build.records import read_split
-
     texts, labels = read_split(split)
     strings = [text.decode("utf-8") for text in texts]
     with tempfile.TemporaryDirectory() as scratch:
@@ -150,12 +195,26 @@ def main(argv: list[str] | None = None) -> int:
     lengths = {"characters": distribution(chars), "words": distribution([len(s.split()) for s in strings])}
     if ran:
         lengths["tokens"] = distribution(ran[0]["tokens"])
-    summaries = {runtime: summarize(d, labels, reference["labels"], median_article) if d["status"] == "ok" else {"status": d["status"]} for runtime, d in devices.items()}
-    saved_model_figures = {**spread_over_articles(reference["total_us"]), "median_article_us": reference["total_us"][median_article],
-                           "accuracy": float(np.mean(np.asarray(reference["labels"]) == labels))}
+    summaries = {
+        runtime: summarize(d, labels, reference["labels"], median_article) if d["status"] == "ok" else {"status": d["status"]}
+        for runtime, d in devices.items()
+    }
+    saved_model_figures = {
+        **spread_over_articles(reference["total_us"]),
+        "median_article_us": reference["total_us"][median_article],
+        "accuracy": float(np.mean(np.asarray(reference["labels"]) == labels)),
+    }
     markdown, goal = report(lengths, summaries, saved_model_figures, median_article, chars)
-    results = {"build_dir": str(build), "articles": len(strings), "warm_passes": warm_passes, "median_article_index": median_article,
-               "lengths": lengths, "device": summaries, "saved_model_serving_default": saved_model_figures, "goal": goal}
+    results = {
+        "build_dir": str(build),
+        "articles": len(strings),
+        "warm_passes": warm_passes,
+        "median_article_index": median_article,
+        "lengths": lengths,
+        "device": summaries,
+        "saved_model_serving_default": saved_model_figures,
+        "goal": goal,
+    }
     write_results(args.out_dir, "end_to_end", results, markdown, args.quick)
     return 0
 

@@ -25,14 +25,17 @@ from pathlib import Path
 
 from common import REPO, argument_parser, markdown_table, missing_outputs, ratio, run_device_bench, write_results
 
+from edge_build.board.parity import load_golden
 from edge_build.isolated import run_isolated
+from edge_build.layout import Layout
 
 BATCHES = (1, 32)
 THREADS = (1, 2)
 RUNTIMES = ("tensorflow", "tflite-runtime", "ai-edge-litert")
 DEVICE_RUNTIMES = ("tflite-runtime", "ai-edge-litert")
-SAVED_MODELS = {"saved_model_cpu": "reference/saved_model_cpu/1", "saved_model_xla": "gpu/saved_model_xla/1"}
-TFLITE_MODELS = {"tflite_fp32": "host/model_fp32.tflite", "tflite_int8": "host/model_int8.tflite"}
+# The reference CPU SavedModel, the gpu target's XLA SavedModel and the host target's TF Lite models.
+SAVED_MODELS = ("saved_model_cpu", "saved_model_xla")
+TFLITE_MODELS = ("tflite_fp32", "tflite_int8")
 FLOOR = "floor_add"
 SIGNATURE_RUNTIME = {"classify_ids": "tensorflow: classify_ids (ids)", "serving_default": "tensorflow: serving_default (text)"}
 # Goals of the performance issue, for INT8 at batch 1 on the fastest device runtime.
@@ -48,7 +51,7 @@ def convert_floor(path: Path, sequence_length: int) -> None:
     """The one-op model: int32 ids ``[batch, sequence_length]`` -> ids + 1 (one ADD), TF Lite's default float conversion."""
     import tensorflow as tf
 
-    from edge_build.tflite import quiet_tensorflow_lite
+    from edge_build.tflite_host import quiet_tensorflow_lite
 
     function = tf.function(lambda ids: ids + 1, input_signature=[tf.TensorSpec([None, sequence_length], tf.int32, name="input_ids")])
     converter = tf.lite.TFLiteConverter.from_concrete_functions([function.get_concrete_function()], function)
@@ -59,8 +62,17 @@ def convert_floor(path: Path, sequence_length: int) -> None:
 def run_tensorflow(job: list[str], runs: dict, out: Path) -> dict | str:
     """``tensorflow_timing.py`` in its own process: its result, or why there is none."""
     command = [
-        sys.executable, str(REPO / "benchmarks" / "tensorflow_timing.py"), *job, "--batches", *map(str, BATCHES),
-        "--warmup", *(str(runs[b][0]) for b in BATCHES), "--runs", *(str(runs[b][1]) for b in BATCHES), "--out", str(out),
+        sys.executable,
+        str(REPO / "benchmarks" / "tensorflow_timing.py"),
+        *job,
+        "--batches",
+        *map(str, BATCHES),
+        "--warmup",
+        *(str(runs[b][0]) for b in BATCHES),
+        "--runs",
+        *(str(runs[b][1]) for b in BATCHES),
+        "--out",
+        str(out),
     ]
     done, abnormal = run_isolated(command, TENSORFLOW_TIMEOUT_S)
     if abnormal or done.returncode != 0:
@@ -72,10 +84,22 @@ def time_saved_model(name: str, path: Path, threads: int, golden: Path, split: P
     job = ["saved-model", str(path), "--threads", str(threads), "--golden", str(golden), "--split", str(split)]
     result = run_tensorflow(job, runs, scratch / f"{name}-{threads}t.json")
     if isinstance(result, str):
-        return [{"artifact": name, "runtime": SIGNATURE_RUNTIME[s], "batch": b, "threads": threads, "status": result} for s in SIGNATURE_RUNTIME for b in BATCHES]
+        return [
+            {"artifact": name, "runtime": SIGNATURE_RUNTIME[s], "batch": b, "threads": threads, "status": result}
+            for s in SIGNATURE_RUNTIME
+            for b in BATCHES
+        ]
     return [
-        {"artifact": name, "runtime": SIGNATURE_RUNTIME[row["signature"]], "batch": row["batch"], "threads": threads, "status": "ok",
-         "runtime_version": result["tensorflow"], "latency": row["latency"], "peak_rss_mb": result["peak_rss_mb"]}
+        {
+            "artifact": name,
+            "runtime": SIGNATURE_RUNTIME[row["signature"]],
+            "batch": row["batch"],
+            "threads": threads,
+            "status": "ok",
+            "runtime_version": result["tensorflow"],
+            "latency": row["latency"],
+            "peak_rss_mb": result["peak_rss_mb"],
+        }
         for row in result["rows"]
     ]
 
@@ -84,11 +108,21 @@ def time_tf_lite_interpreter(models: dict, golden: Path, runs: dict, scratch: Pa
     job = ["tflite", *map(str, models.values()), "--threads", *map(str, THREADS), "--golden", str(golden)]
     result = run_tensorflow(job, runs, scratch / "tf-lite-interpreter.json")
     if isinstance(result, str):
-        return [{"artifact": n, "runtime": "tensorflow", "batch": b, "threads": t, "status": result} for n in models for b in BATCHES for t in THREADS]
+        return [
+            {"artifact": n, "runtime": "tensorflow", "batch": b, "threads": t, "status": result} for n in models for b in BATCHES for t in THREADS
+        ]
     names = {str(path): name for name, path in models.items()}
     return [
-        {"artifact": names[row["model"]], "runtime": "tensorflow", "batch": row["batch"], "threads": row["threads"], "status": "ok",
-         "runtime_version": result["tensorflow"], "latency": row["latency"], "peak_rss_mb": result["peak_rss_mb"]}
+        {
+            "artifact": names[row["model"]],
+            "runtime": "tensorflow",
+            "batch": row["batch"],
+            "threads": row["threads"],
+            "status": "ok",
+            "runtime_version": result["tensorflow"],
+            "latency": row["latency"],
+            "peak_rss_mb": result["peak_rss_mb"],
+        }
         for row in result["rows"]
     ]
 
@@ -102,7 +136,11 @@ def time_on_device(name: str, path: Path, golden: Path, runs: dict, scratch: Pat
                 # The floor's output is not logits: it is timed only.
                 result = run_device_bench(path, runtime, threads, batch, golden, warmup, count, scratch, parity=name != FLOOR)
                 rows.append({"artifact": name, "runtime": runtime, "batch": batch, "threads": threads, **result})
-                print(f"{name} on {runtime}, batch {batch}, {threads} thread(s): " + (f"p50 {result['latency']['p50_us']:.1f} us" if result["status"] == "ok" else result["status"]), flush=True)
+                print(
+                    f"{name} on {runtime}, batch {batch}, {threads} thread(s): "
+                    + (f"p50 {result['latency']['p50_us']:.1f} us" if result["status"] == "ok" else result["status"]),
+                    flush=True,
+                )
     return rows
 
 
@@ -117,7 +155,9 @@ def add_ratios(rows: list[dict]) -> None:
         if row["status"] != "ok":
             continue
         same = {"batch": row["batch"], "threads": row["threads"]}
-        row["x_faster_than_saved_model"] = ratio(p50(rows, artifact="saved_model_cpu", runtime=SIGNATURE_RUNTIME["classify_ids"], **same), row["latency"]["p50_us"])
+        row["x_faster_than_saved_model"] = ratio(
+            p50(rows, artifact="saved_model_cpu", runtime=SIGNATURE_RUNTIME["classify_ids"], **same), row["latency"]["p50_us"]
+        )
         if row["runtime"] in RUNTIMES:
             row["x_floor"] = ratio(row["latency"]["p50_us"], p50(rows, artifact=FLOOR, runtime=row["runtime"], **same))
 
@@ -145,40 +185,83 @@ def goal_checks(rows: list[dict]) -> dict:
         f"{'met' if text_met else 'NOT met'}: {where} is {text_speedup or nan:.1f}x faster than its serving_default call at its best thread count, "
         f"text in, tokenization included ({text_us or nan:.0f} us; goal >= {GOAL_SPEEDUP:g}x)",
     ]
-    return {"floor_met": floor_met, "classify_ids_met": ids_met, "serving_default_met": text_met, "fastest_device_runtime": best["runtime"], "threads": best["threads"], "int8_p50_us": int8_us,
-            "floor_p50_us": floor_us, "x_floor": floor_multiple, "x_faster_than_classify_ids": ids_speedup, "x_faster_than_serving_default": text_speedup, "lines": lines}
+    return {
+        "floor_met": floor_met,
+        "classify_ids_met": ids_met,
+        "serving_default_met": text_met,
+        "fastest_device_runtime": best["runtime"],
+        "threads": best["threads"],
+        "int8_p50_us": int8_us,
+        "floor_p50_us": floor_us,
+        "x_floor": floor_multiple,
+        "x_faster_than_classify_ids": ids_speedup,
+        "x_faster_than_serving_default": text_speedup,
+        "lines": lines,
+    }
 
 
 def table(rows: list[dict]) -> str:
-    headers = ["artifact", "runtime", "batch", "threads", "p50 us", "p90 us", "p99 us", "examples/s", "load ms", "first call ms", "peak RSS MB", "x faster than SavedModel call", "x floor"]
+    headers = [
+        "artifact",
+        "runtime",
+        "batch",
+        "threads",
+        "p50 us",
+        "p90 us",
+        "p99 us",
+        "examples/s",
+        "load ms",
+        "first call ms",
+        "peak RSS MB",
+        "x faster than SavedModel call",
+        "x floor",
+    ]
     body = []
     for r in rows:
         if r["status"] != "ok":
             body.append([r["artifact"], r["runtime"], r["batch"], r["threads"], r["status"], *[None] * 8])
             continue
         latency = r["latency"]
-        body.append([r["artifact"], r["runtime"], r["batch"], r["threads"], latency["p50_us"], latency["p90_us"], latency["p99_us"], latency["examples_per_second"],
-                     latency["load_ms"], latency["first_invoke_ms"], r["peak_rss_mb"], r.get("x_faster_than_saved_model"), r.get("x_floor")])
+        body.append(
+            [
+                r["artifact"],
+                r["runtime"],
+                r["batch"],
+                r["threads"],
+                latency["p50_us"],
+                latency["p90_us"],
+                latency["p99_us"],
+                latency["examples_per_second"],
+                latency["load_ms"],
+                latency["first_invoke_ms"],
+                r["peak_rss_mb"],
+                r.get("x_faster_than_saved_model"),
+                r.get("x_floor"),
+            ]
+        )
     return markdown_table(headers, body)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = argument_parser(__doc__.splitlines()[0], build_dir="a finished build with the host and gpu targets").parse_args(argv)
     build = args.build_dir.resolve()
-    needed = [build / p for p in (*(f"{m}/saved_model.pb" for m in SAVED_MODELS.values()), *TFLITE_MODELS.values(), "host/golden.npz", "data/test.tfrecord")]
+    layout = Layout(build)
+    host, gpu = layout.target("host"), layout.target("gpu")
+    saved_models = {"saved_model_cpu": layout.reference, "saved_model_xla": gpu.artifact("saved_model_xla")}
+    golden, split = host.golden, layout.data.split("test")
+    needed = [*layout.reference_files, *gpu.artifact_files("saved_model_xla"), *(host.artifact(name) for name in TFLITE_MODELS), golden, split]
     if missing_outputs(needed, "build the host and gpu targets first: scons target=all"):
         return 2
     runs = QUICK_RUNS if args.quick else FULL_RUNS
-    sequence_length = json.loads((build / SAVED_MODELS["saved_model_cpu"] / "assets.extra" / "metadata.json").read_text(encoding="utf-8"))["sequence_length"]
-    golden, split = build / "host" / "golden.npz", build / "data" / "test.tfrecord"
+    sequence_length = load_golden(str(golden))["ids"].shape[1]
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
-        models = {name: build / relative for name, relative in TFLITE_MODELS.items()} | {FLOOR: scratch / f"{FLOOR}.tflite"}
+        models = {name: host.artifact(name) for name in TFLITE_MODELS} | {FLOOR: scratch / f"{FLOOR}.tflite"}
         convert_floor(models[FLOOR], sequence_length)
-        for name, relative in SAVED_MODELS.items():
+        for name, path in saved_models.items():
             for threads in THREADS[:1] if args.quick else THREADS:
-                rows += time_saved_model(name, build / relative, threads, golden, split, runs, scratch)
+                rows += time_saved_model(name, path, threads, golden, split, runs, scratch)
                 print(f"{name} in TensorFlow, {threads} thread(s): done", flush=True)
         rows += time_tf_lite_interpreter(models, golden, runs, scratch)
         for name, path in models.items():
@@ -188,9 +271,17 @@ def main(argv: list[str] | None = None) -> int:
     add_ratios(rows)
     goals = goal_checks(rows)
     markdown = table(rows) + "\n" + "\n".join(f"- {line}" for line in goals["lines"]) + "\n"
-    markdown += ("\nPeak RSS of the TensorFlow rows is that of their whole process: one per SavedModel and thread count "
-                 "(both signatures and batches), one for every tf.lite.Interpreter row.\n")
-    write_results(args.out_dir, "inference", {"build_dir": str(build), "runs": {str(b): list(r) for b, r in runs.items()}, "rows": rows, "goals": goals}, markdown, args.quick)
+    markdown += (
+        "\nPeak RSS of the TensorFlow rows is that of their whole process: one per SavedModel and thread count "
+        "(both signatures and batches), one for every tf.lite.Interpreter row.\n"
+    )
+    write_results(
+        args.out_dir,
+        "inference",
+        {"build_dir": str(build), "runs": {str(b): list(r) for b, r in runs.items()}, "rows": rows, "goals": goals},
+        markdown,
+        args.quick,
+    )
     return 0
 
 

@@ -1,8 +1,8 @@
 """Time what runs inside TensorFlow: a SavedModel's signatures, or TF Lite models on ``tf.lite.Interpreter``.
 
-    python benchmarks/tensorflow_timing.py saved-model SAVED_MODEL --threads N --golden golden.npz
-        --split test.tfrecord --batches 1 32 --warmup 50 10 --runs 1000 200 --out result.json
-    python benchmarks/tensorflow_timing.py tflite MODEL [MODEL ...] --threads 1 2 --golden golden.npz
+    python benchmarks/tensorflow_timing.py saved-model SAVED_MODEL --threads N --golden GOLDEN
+        --split SPLIT --batches 1 32 --warmup 50 10 --runs 1000 200 --out result.json
+    python benchmarks/tensorflow_timing.py tflite MODEL [MODEL ...] --threads 1 2 --golden GOLDEN
         --batches 1 32 --warmup 50 10 --runs 1000 200 --out result.json
 
 ``saved-model``: one process per SavedModel and thread count, since TensorFlow
@@ -10,7 +10,7 @@ fixes its thread pools when it starts, and the peak resident memory is then that
 model's. Each signature is called on a fixed batch (the first golden rows, or
 their texts read from the split) made into tensors beforehand, as a TF server
 receives them. ``tflite``: TensorFlow's own interpreter, timed by the device
-runner's code (``edge_build.device.bench``) in this one process, whose threads
+runner's code (``edge_build.board.bench``) in this one process, whose threads
 are the interpreter's own. Rows carry the device runner's figures, so every row
 of the inference table reads the same.
 """
@@ -25,9 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from edge_build.device.bench import Model, benchmark, peak_rss_mb, percentile_summary  # noqa: E402
-from edge_build.device.golden import load_golden  # noqa: E402
-
+from edge_build.board.bench import Model, benchmark, peak_rss_mb, percentile_summary  # noqa: E402
+from edge_build.board.parity import load_golden  # noqa: E402
 
 
 def time_calls(call, warmup: int, runs: int) -> dict:
@@ -50,8 +49,8 @@ def time_saved_model(args: argparse.Namespace, golden: dict) -> list[dict]:
     (threads,) = args.threads
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
-    from edge_build.records import read_split
     from edge_build.saved_model import SIGNATURE_INPUTS, load
+    from edge_build.tfrecord import read_split
 
     split_texts, _ = read_split(args.split)
     texts = [split_texts[i] for i in golden["test_indices"]]
@@ -64,14 +63,15 @@ def time_saved_model(args: argparse.Namespace, golden: dict) -> list[dict]:
         for batch, warmup, runs in zip(args.batches, args.warmup, args.runs):
             chosen = [i % len(texts) for i in range(batch)]
             inputs = tf.constant(golden["ids"][chosen]) if input_name == "input_ids" else tf.constant([texts[i] for i in chosen])
-            timing = time_calls(lambda: function(**{input_name: inputs}), warmup, runs)
+            call = {input_name: inputs}
+            timing = time_calls(lambda function=function, call=call: function(**call), warmup, runs)
             latency = {"load_ms": load_ms, "first_invoke_ms": timing["first_invoke_ms"], **percentile_summary(timing["invoke_us"], batch)}
             rows.append({"model": str(args.saved_model), "signature": signature, "batch": batch, "threads": threads, "latency": latency})
     return rows
 
 
 def time_tflite(args: argparse.Namespace, golden: dict) -> list[dict]:
-    from edge_build.tflite import quiet_tensorflow_lite
+    from edge_build.tflite_host import quiet_tensorflow_lite
 
     rows = []
     for model_path in args.models:

@@ -23,8 +23,10 @@ from pathlib import Path
 from common import REPO, argument_parser, markdown_table, missing_outputs, ratio, run_device_bench, write_results
 
 from edge_build import parity
-from edge_build.config import load_hyperparameters, load_profile
+from edge_build.config.hparams import load_hyperparameters
+from edge_build.config.profile import load_profile
 from edge_build.errors import EdgeBuildError
+from edge_build.layout import Layout
 from edge_build.model_source import load_trained_model
 from edge_build.records import read_labels
 
@@ -55,34 +57,37 @@ VARIANTS = (
 
 
 def converter_for(variant: str, model, profile, representative):
-    """The build's converter (``edge_build.tflite.make_converter``) with the variant's options changed."""
+    """The build's converter (``edge_build.tflite_host.make_converter``) with the variant's options changed."""
     import tensorflow as tf
 
-    from edge_build.tflite import make_converter
+    from edge_build.tflite_host import make_converter
 
-    converter = make_converter(model, "fp32" if variant in ("fp32", "dynamic_range", "fp16_weights") else "int8", profile, representative)
+    precision = {"fp32": "fp32", "dynamic_range": "fp32", "fp16_weights": "fp16"}.get(variant, "int8")
+    converter = make_converter(model, precision, profile, representative)
     if variant == "int8_per_channel":
         converter._experimental_disable_per_channel_quantization_for_dense_layers = False
     elif variant == "int8_int8_logits":
         converter.inference_output_type = tf.int8
-    elif variant in ("dynamic_range", "fp16_weights"):
+    elif variant == "dynamic_range":
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        if variant == "fp16_weights":
-            converter.target_spec.supported_types = [tf.float16]
     return converter
 
 
-def convert_all(build: Path, profile, out_dir: Path) -> dict[str, Path]:
+def convert_all(layout: Layout, profile, out_dir: Path) -> dict[str, Path]:
     import numpy as np
 
-    from edge_build.tflite import quiet_tensorflow_lite
+    from edge_build.tflite_host import quiet_tensorflow_lite
 
     hparams_path = REPO / "model_src" / "hparams.toml"
     model = load_trained_model(
-        REPO / "model_src" / "model.py", load_hyperparameters(hparams_path), hparams_path, build / "vocab" / "vocab.txt",
-        len(read_labels(build / "data" / "labels.txt")), build / "model" / "model.weights.h5",
+        REPO / "model_src" / "model.py",
+        load_hyperparameters(hparams_path),
+        hparams_path,
+        layout.vocab,
+        len(read_labels(layout.data.labels)),
+        layout.weights,
     )
-    representative = np.load(build / "calibration" / "representative.npy")
+    representative = np.load(layout.representative)
     paths = {}
     for variant in VARIANTS:
         paths[variant.name] = out_dir / f"{variant.name}.tflite"
@@ -92,8 +97,7 @@ def convert_all(build: Path, profile, out_dir: Path) -> dict[str, Path]:
     return paths
 
 
-def measure(variant: Variant, path: Path, build: Path, profile, runs: tuple[int, int], scratch: Path) -> dict:
-    golden = build / "host" / "golden.npz"
+def measure(variant: Variant, path: Path, golden: Path, profile, runs: tuple[int, int], scratch: Path) -> dict:
     row = {"variant": variant.name, "description": variant.description, "size_bytes": path.stat().st_size, "tflite_runtime": {}}
     for threads in THREADS:
         row["tflite_runtime"][threads] = run_device_bench(path, "tflite-runtime", threads, 1, golden, *runs, scratch)
@@ -131,52 +135,82 @@ def summary_lines(rows: list[dict], converted: Path, current_build: Path) -> lis
     ]
     close = [r for r in correct if r is not fastest and r["best_p50_us"] <= fastest["best_p50_us"] * AS_FAST]
     if close:
-        lines.append(f"as fast within {AS_FAST - 1:.0%}: " + ", ".join(f"{r['variant']} ({r['best_p50_us']:.1f} us, {r['size_bytes'] / 1e3:.0f} kB)" for r in close))
+        lines.append(
+            f"as fast within {AS_FAST - 1:.0%}: "
+            + ", ".join(f"{r['variant']} ({r['best_p50_us']:.1f} us, {r['size_bytes'] / 1e3:.0f} kB)" for r in close)
+        )
     no_bigger = [r for r in correct if r["size_bytes"] <= current["size_bytes"] * 1.01 and r is not current]
     if no_bigger:
         best_small = min(no_bigger, key=lambda r: r["best_p50_us"])
-        lines.append(f"at the current build's size (within 1%): {best_small['variant']}, p50 {best_small['best_p50_us']:.1f} us, "
-                     f"{ratio(current['best_p50_us'], best_small['best_p50_us']):.1f}x faster than the current INT8 build")
+        lines.append(
+            f"at the current build's size (within 1%): {best_small['variant']}, p50 {best_small['best_p50_us']:.1f} us, "
+            f"{ratio(current['best_p50_us'], best_small['best_p50_us']):.1f}x faster than the current INT8 build"
+        )
     same_bytes = current_build.is_file() and current_build.read_bytes() == converted.read_bytes()
     lines.append(f"the {CURRENT} variant is {'byte for byte' if same_bytes else 'NOT byte for byte'} {current_build}")
     return lines
 
 
 def table(rows: list[dict]) -> str:
-    headers = ["variant", "what", "size kB", *(f"tflite-runtime p50 us, {t} thread(s)" for t in THREADS), "tflite-runtime p90 us, 1 thread",
-               f"{COMPARISON_RUNTIME} p50 us, 1 thread", "top-1 agreement", "accuracy (reference)", "max abs logit error", "runs correctly"]
+    headers = [
+        "variant",
+        "what",
+        "size kB",
+        *(f"tflite-runtime p50 us, {t} thread(s)" for t in THREADS),
+        "tflite-runtime p90 us, 1 thread",
+        f"{COMPARISON_RUNTIME} p50 us, 1 thread",
+        "top-1 agreement",
+        "accuracy (reference)",
+        "max abs logit error",
+        "runs correctly",
+    ]
     body = []
     for r in rows:
         figures = r.get("parity")
         first = r["tflite_runtime"][THREADS[0]]
-        body.append([
-            r["variant"], r["description"], r["size_bytes"] / 1e3, *(p50_cell(r["tflite_runtime"][t]) for t in THREADS),
-            first["latency"]["p90_us"] if first["status"] == "ok" else None, p50_cell(r[COMPARISON_RUNTIME]),
-            figures and figures["top1_agreement"], figures and f"{figures['accuracy']:.4f} ({figures['reference_accuracy']:.4f})",
-            figures and figures["max_abs_logit_error"], "yes" if r["runs_correctly"] else "no: " + ("; ".join(r["problems"]) or "a thread count failed"),
-        ])
+        body.append(
+            [
+                r["variant"],
+                r["description"],
+                r["size_bytes"] / 1e3,
+                *(p50_cell(r["tflite_runtime"][t]) for t in THREADS),
+                first["latency"]["p90_us"] if first["status"] == "ok" else None,
+                p50_cell(r[COMPARISON_RUNTIME]),
+                figures and figures["top1_agreement"],
+                figures and f"{figures['accuracy']:.4f} ({figures['reference_accuracy']:.4f})",
+                figures and figures["max_abs_logit_error"],
+                "yes" if r["runs_correctly"] else "no: " + ("; ".join(r["problems"]) or "a thread count failed"),
+            ]
+        )
     return markdown_table(headers, body)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = argument_parser(__doc__.splitlines()[0], build_dir="a finished host build (weights, calibration set, golden set)").parse_args(argv)
     build = args.build_dir.resolve()
-    needed = [build / p for p in ("model/model.weights.h5", "vocab/vocab.txt", "data/labels.txt", "calibration/representative.npy", "host/golden.npz")]
-    if missing_outputs(needed, "build the host target first: scons"):
+    layout = Layout(build)
+    host = layout.target("host")
+    if missing_outputs([layout.weights, layout.vocab, layout.data.labels, layout.representative, host.golden], "build the host target first: scons"):
         return 2
     profile = load_profile(REPO / "targets", "host")
     runs = QUICK_RUNS if args.quick else FULL_RUNS
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
         try:
-            paths = convert_all(build, profile, scratch)
+            paths = convert_all(layout, profile, scratch)
         except EdgeBuildError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        rows = [measure(v, paths[v.name], build, profile, runs, scratch) for v in VARIANTS]
-        lines = summary_lines(rows, paths[CURRENT], build / "host" / "model_int8.tflite")
+        rows = [measure(v, paths[v.name], host.golden, profile, runs, scratch) for v in VARIANTS]
+        lines = summary_lines(rows, paths[CURRENT], host.artifact("tflite_int8"))
     markdown = table(rows) + "\n" + "\n".join(f"- {line}" for line in lines) + "\n"
-    results = {"build_dir": str(build), "runs": {"warmup": runs[0], "runs": runs[1]}, "tolerances": dataclasses.asdict(profile.tolerances), "variants": rows, "summary": lines}
+    results = {
+        "build_dir": str(build),
+        "runs": {"warmup": runs[0], "runs": runs[1]},
+        "tolerances": dataclasses.asdict(profile.tolerances),
+        "variants": rows,
+        "summary": lines,
+    }
     write_results(args.out_dir, "tflite_runtime_variants", results, markdown, args.quick)
     return 0
 
