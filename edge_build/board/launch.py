@@ -77,8 +77,11 @@ def _folder() -> str:
 
 
 def bench_main(argv: list[str]) -> int:
-    """``python3 bench.py [MODEL] [bench options]``: defaults to the bundle's model, runtime and golden set."""
-    from .bench import main as bench
+    """``python3 bench.py [MODEL] [bench options]``: defaults to the bundle's model, runtime and golden set.
+
+    With ``--parity``, the model's figures must pass the checks the build applied to it.
+    """
+    from .bench import build_parser, execute
 
     folder = _folder()
     try:
@@ -86,22 +89,20 @@ def bench_main(argv: list[str]) -> int:
     except BundleError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if not argv or argv[0].startswith("-"):
-        argv = [manifest["default_model"], *argv]
-    argv[0] = os.path.join(folder, argv[0]) if not os.path.isabs(argv[0]) else argv[0]
-    defaults = [("--runtime", manifest["default_runtime"]), ("--golden", os.path.join(folder, "golden.npz"))]
-    argv += [item for flag, value in defaults if flag not in argv for item in (flag, value)]
-    if "--parity" in argv and "--out" not in argv:
-        argv += ["--out", os.path.join(folder, "bench-result.json")]
-    code = bench(argv)
-    if code or "--parity" not in argv:
-        return code
-    with open(argv[argv.index("--out") + 1], encoding="utf-8") as handle:
-        figures = json.load(handle)["parity"]
-    names = [artifact for artifact, file in manifest["models"].items() if file == os.path.basename(argv[0])]
-    if not names:
-        print(f"error: {argv[0]} is not a model of this bundle: its parity checks are unknown", file=sys.stderr)
+    parser = build_parser(manifest["default_model"], runtime=manifest["default_runtime"], golden=os.path.join(folder, "golden.npz"))
+    args = parser.parse_args(argv)
+    args.model = os.path.join(folder, args.model)  # an absolute path stays as it is
+    if args.parity and args.out is None:
+        args.out = os.path.join(folder, "bench-result.json")
+    names = [artifact for artifact, file in manifest["models"].items() if os.path.join(folder, file) == os.path.normpath(args.model)]
+    if args.parity and not names:
+        print(f"error: {args.model} is not a model of this bundle: the build's parity checks for it are unknown", file=sys.stderr)
         return 2
+    code = execute(args)
+    if code or not args.parity:
+        return code
+    with open(args.out, encoding="utf-8") as handle:
+        figures = json.load(handle)["parity"]
     broken = breaches(manifest["parity_checks"][names[0]], figures, manifest["tolerances"])
     print("parity: " + ("within the build's tolerances" if not broken else "OUTSIDE the build's tolerances: " + "; ".join(broken)))
     return 1 if broken else 0

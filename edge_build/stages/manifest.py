@@ -40,7 +40,7 @@ def artifact_record(target: Target, name: str) -> dict:
     if path.is_file():
         return {"path": relative, **file_record(path)}
     if not path.is_dir():
-        raise StageError(f"{path}: artifact not found (run the export stage first)")
+        raise StageError(f"{path}: artifact not found (run the {ARTIFACTS[name].kind.replace('saved_model', 'export')} stage first)")
     files = {p.relative_to(path).as_posix(): file_record(p) for p in sorted(path.rglob("*")) if p.is_file()}
     if not files:
         raise StageError(f"{path}: the artifact directory is empty")

@@ -13,7 +13,6 @@ against the classical baseline on the same examples is recorded, not gated.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -25,7 +24,7 @@ from edge_build.atomic import write_json
 from edge_build.errors import QualityGateError, StageError
 from edge_build.metrics import headline_figures
 from edge_build.provenance import sha256_file
-from edge_build.records import read_labels, read_rows
+from edge_build.records import read_json, read_labels, read_rows
 from edge_build.stats import mcnemar_exact
 from edge_build.tfrecord import read_split
 
@@ -65,7 +64,7 @@ def read_baseline(path: Path, test_records: Path, labels: list[str]) -> dict:
     """``baseline.json``, after checking it was made from these labels and this test split."""
     if not path.is_file():
         raise StageError(f"{path}: baseline file not found (run the baseline stage first)")
-    record = json.loads(path.read_text(encoding="utf-8"))
+    record = read_json(path)
     if record["labels"] != labels or record["test_split_sha256"] != sha256_file(test_records):
         raise StageError(f"{path}: made from other labels or another test split than {test_records} (run the baseline stage again)")
     return record

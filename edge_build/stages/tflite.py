@@ -204,6 +204,8 @@ def convert(artifact: str, inputs: ConversionInputs, profile: TargetProfile, out
     if precision == "int8":
         report["quantization_errors"] = quantization_errors(converter, representative)
     test_ids = np.load(inputs.test_ids, allow_pickle=False)
+    if test_ids.ndim != 2 or test_ids.shape[1] != hparams.tokenizer.sequence_length:
+        raise StageError(f"{inputs.test_ids}: expected int32 ids [N, {hparams.tokenizer.sequence_length}], found {test_ids.shape} (run scons again)")
 
     with atomic_outputs(model_out, report_out, logits_out) as (model_tmp, report_tmp, logits_tmp):
         model_tmp.write_bytes(content)
