@@ -66,35 +66,67 @@ def tiny_hparams(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_build(tmp_path_factory) -> dict[str, Path]:
-    """data -> vocab -> data report -> train -> export -> baseline -> quality on the tiny dataset, run once for the whole session."""
-    from edge_build import baseline, data, data_report, export, quality, train, vocab
-    from edge_build.config import load_hyperparameters
+    """data -> vocab -> data report -> tokenize -> train -> export -> reference logits -> baseline -> quality on the tiny dataset, run once for the whole session."""
+    from edge_build.config.hparams import load_hyperparameters
+    from edge_build.corpus import SPLITS
+    from edge_build.layout import Layout
+    from edge_build.stages import baseline, data, data_report, export, quality, reference_logits, tokenize, vocab
+    from edge_build.training import TrainInputs, train
 
     root = tmp_path_factory.mktemp("tiny_build")
+    layout = Layout(root / "build")
     dataset = write_tiny_dataset(root / "dataset")
     hparams_path = root / "hparams.toml"
     hparams_path.write_text(TINY_HPARAMS, encoding="utf-8")
     hparams = load_hyperparameters(hparams_path)
-    paths = {"root": root, "dataset": dataset, "hparams": hparams_path, "data": root / "data", "vocab": root / "vocab.txt", "model": root / "model"}
-    data.build_data(str(dataset), paths["data"], (0.6, 0.2, 0.2), seed=3)
-    vocab.build_vocab(paths["data"] / "train.tfrecord", paths["vocab"], hparams.tokenizer.vocab_size, lower_case=True)
-    data_report.build_data_report(paths["data"], paths["vocab"], True, hparams.tokenizer.sequence_length, paths["data"])
-    inputs = train.TrainInputs.from_data_dir(paths["data"], paths["vocab"], hparams_path, REPO / "model_src" / "model.py")
-    paths["weights"], paths["train_log"] = paths["model"] / "model.weights.h5", paths["model"] / "train_log.json"
-    train.train(inputs, hparams, paths["weights"], paths["train_log"])
-    paths["saved_model"] = export.export(
-        paths["data"], paths["vocab"], paths["weights"], paths["train_log"], hparams_path, REPO / "model_src" / "model.py", root / "saved_model_cpu"
+    files = layout.data
+    splits = [files.split(s) for s in SPLITS]
+    paths = {
+        "root": root,
+        "layout": layout,
+        "dataset": dataset,
+        "hparams": hparams_path,
+        "data": files.dir,
+        "vocab": layout.vocab,
+        "model": layout.weights.parent,
+        "weights": layout.weights,
+        "train_log": layout.train_log,
+        "test": files.split("test"),
+        "labels": files.labels,
+    }
+    data.build_data(str(dataset), files.outputs, (0.6, 0.2, 0.2), seed=3)
+    vocab.build_vocab(files.split("train"), layout.vocab, hparams.tokenizer.vocab_size, lower_case=True)
+    data_report.build_data_report(
+        dict(zip(SPLITS, splits)), files.summary, layout.vocab, True, hparams.tokenizer.sequence_length, tuple(files.report)
     )
-    paths["baseline"], paths["quality"] = root / "baseline.json", root / "quality.json"
-    baseline.build_baseline(paths["data"], paths["baseline"])
-    quality.gate_quality(paths["saved_model"], paths["data"], paths["baseline"], 3.0, paths["quality"])
+    tokenize.tokenize_splits(splits, layout.vocab, True, hparams.tokenizer.sequence_length, [layout.token_ids(s) for s in SPLITS])
+    train(
+        TrainInputs(files.split("train"), files.split("val"), files.labels, layout.vocab, hparams_path, REPO / "model_src" / "model.py"),
+        hparams,
+        layout.weights,
+        layout.train_log,
+    )
+    paths["saved_model"] = export.export(
+        files.split("val"),
+        files.labels,
+        layout.vocab,
+        layout.weights,
+        layout.train_log,
+        hparams_path,
+        REPO / "model_src" / "model.py",
+        layout.reference.parent,
+    )
+    reference_logits.reference_logits(layout.reference, files.split("test"), files.labels, layout.reference_logits)
+    paths["baseline"], paths["quality"] = layout.baseline, layout.quality
+    baseline.build_baseline(dict(zip(SPLITS, splits)), files.labels, layout.baseline)
+    quality.gate_quality(layout.reference_logits, files.split("test"), files.labels, layout.baseline, 3.0, layout.quality)
     return paths
 
 
 TINY_PROFILE = """
 description = "tests: every artifact, checked on tflite-runtime"
 arch = "x86_64"
-artifacts = ["saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_int8"]
+artifacts = ["saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_fp16", "tflite_int8"]
 
 [quantization]
 output_type = "float32"
@@ -106,18 +138,20 @@ name = "tflite-runtime"
 [tolerances]
 xla_max_abs_logit = 1e-4
 fp32_max_abs_logit = 1e-4
+fp16_max_abs_logit = 1e-2
 int8_min_top1_agreement = 0.8
 int8_max_accuracy_drop = 0.2
 
 [latency]
 fp32_p50_ms = 1000.0
+fp16_p50_ms = 1000.0
 int8_p50_ms = 1000.0
 
 [xla]
 warmup_batch_sizes = [1, 8]
 steady_runs = 3
 
-[device]
+[checks]
 warmup = 2
 runs = 20
 """
@@ -130,50 +164,91 @@ def write_profile(directory: Path, name: str, text: str) -> Path:
     return path
 
 
+def report_inputs(tiny_artifacts: dict, xla_checks: Path | None):
+    from edge_build.stages.report import ReportInputs
+
+    layout = tiny_artifacts["layout"]
+    return ReportInputs(
+        layout.reference,
+        layout.reference_logits,
+        layout.data.split("test"),
+        layout.data.labels,
+        layout.data.summary,
+        layout.data.report[1],
+        layout.quality,
+        layout.train_log,
+        layout.calibration_summary,
+        xla_checks,
+    )
+
+
 def reported_copy(tiny_artifacts: dict, destination: Path) -> dict:
     """A copy of the tiny target after the report and manifest stages, as the bundle stage finds it."""
-    from edge_build import manifest, report
-    from edge_build.config import load_profile
+    from edge_build.config.profile import load_profile
+    from edge_build.layout import Target
+    from edge_build.stages import manifest, report
 
     shutil.copytree(tiny_artifacts["target"], destination)
     profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
-    report.build_report(profile, tiny_artifacts["saved_model"], destination, tiny_artifacts["data"], tiny_artifacts["quality"], tiny_artifacts["train_log"], None,
-                        destination / "xla_checks.json")
-    args = (profile, destination, tiny_artifacts["data"], tiny_artifacts["model"], tiny_artifacts["vocab"], tiny_artifacts["calibration"] / "summary.json")
+    target = Target(destination, "tiny")
+    report.build_report(profile, report_inputs(tiny_artifacts, target.xla_checks), target)
+    layout = tiny_artifacts["layout"]
+    args = (profile, manifest.ManifestInputs(layout.data.summary, layout.train_log, layout.weights, layout.vocab, layout.calibration_summary), target)
     return {"target": destination, "profile": profile, "manifest_args": args, "record": manifest.build_manifest(*args)}
 
 
 @pytest.fixture(scope="session")
 def tiny_artifacts(tiny_build) -> dict[str, Path]:
-    """The tiny model compiled for ``TINY_PROFILE``: calibration set, both TF Lite models, XLA SavedModel, device and XLA checks."""
-    from edge_build import calibrate, device_check, export, tflite, xla_check
-    from edge_build.config import load_profile
+    """The tiny model compiled for ``TINY_PROFILE``: calibration set, the TF Lite models, XLA SavedModel, runtime and XLA checks."""
+    from edge_build.config.profile import load_profile
+    from edge_build.stages import calibrate, export, runtime_check, tflite, xla_check
 
-    root = tiny_build["root"]
+    root, layout = tiny_build["root"], tiny_build["layout"]
+    files = layout.data
     calibration_dir = root / "calibration_src"
     calibration_dir.mkdir()
-    (calibration_dir / "calibration.toml").write_text("samples = 20\nsplit = \"train\"\nseed = 0\n", encoding="utf-8")
+    (calibration_dir / "calibration.toml").write_text('samples = 20\nsplit = "train"\nseed = 0\n', encoding="utf-8")
     paths = dict(tiny_build)
     paths["profile"] = write_profile(root / "targets", "tiny", TINY_PROFILE)
     profile = load_profile(root / "targets", "tiny")
-    paths["calibration"] = root / "calibration"
-    calibrate.build_calibration(calibration_dir / "calibration.toml", tiny_build["data"], tiny_build["vocab"], True, 24, paths["calibration"])
-    inputs = tflite.ConversionInputs(
-        REPO / "model_src" / "model.py", tiny_build["hparams"], tiny_build["vocab"], tiny_build["weights"],
-        tiny_build["train_log"], tiny_build["data"], paths["calibration"] / "representative.npy",
+    paths["calibration"] = layout.representative.parent
+    calibrate.build_calibration(
+        calibration_dir / "calibration.toml",
+        calibrate.CalibrationInputs(files.split("train"), layout.token_ids("train"), files.labels, layout.vocab, True, 24),
+        (layout.representative, layout.calibration_summary),
     )
-    target = root / "tiny"
-    for precision in tflite.PRECISIONS:
-        paths[f"tflite_{precision}"] = target / f"model_{precision}.tflite"
-        tflite.convert(precision, inputs, profile, paths["profile"], paths[f"tflite_{precision}"], target / f"tflite_{precision}.json")
+    inputs = tflite.ConversionInputs(
+        REPO / "model_src" / "model.py",
+        tiny_build["hparams"],
+        layout.vocab,
+        layout.weights,
+        layout.train_log,
+        files.labels,
+        files.split("val"),
+        layout.token_ids("val"),
+        layout.token_ids("test"),
+        layout.representative,
+    )
+    target = layout.target("tiny")
+    for name in profile.tflite_artifacts:
+        paths[name] = target.artifact(name)
+        tflite.convert(name, inputs, profile, tuple(target.artifact_files(name)))
     paths["saved_model_xla"] = export.export(
-        tiny_build["data"], tiny_build["vocab"], tiny_build["weights"], tiny_build["train_log"], tiny_build["hparams"],
-        REPO / "model_src" / "model.py", target / "saved_model_xla", warmup_batch_sizes=profile.xla.warmup_batch_sizes,
+        files.split("val"),
+        files.labels,
+        layout.vocab,
+        layout.weights,
+        layout.train_log,
+        tiny_build["hparams"],
+        REPO / "model_src" / "model.py",
+        target.artifact("saved_model_xla").parent,
+        warmup_batch_sizes=profile.xla.warmup_batch_sizes,
     )
     # As SCons does: the target's saved_model_cpu is a copy of the reference export.
-    shutil.copytree(tiny_build["saved_model"], target / "saved_model_cpu" / "1")
-    paths["target"] = target
-    device_check.device_checks(profile, tiny_build["saved_model"], target, tiny_build["data"])
-    paths["xla_checks"] = target / "xla_checks.json"
-    xla_check.xla_checks(profile, tiny_build["saved_model"], paths["saved_model_xla"], tiny_build["data"], paths["xla_checks"])
+    shutil.copytree(tiny_build["saved_model"], target.artifact("saved_model_cpu"))
+    paths["target"] = target.dir
+    test = runtime_check.TestSplit.read(files.split("test"), layout.token_ids("test"), layout.reference_logits, files.labels)
+    runtime_check.runtime_checks(profile, test, target)
+    paths["xla_checks"] = target.xla_checks
+    xla_check.xla_checks(profile, tiny_build["saved_model"], paths["saved_model_xla"], files.split("test"), paths["xla_checks"])
     return paths

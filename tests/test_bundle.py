@@ -8,32 +8,65 @@ import sys
 import tarfile
 from pathlib import Path
 
+import numpy as np
 import pytest
+from conftest import TINY_PROFILE, reported_copy, write_profile
 
-from edge_build import bundle
-from edge_build.device.bundle import BundleError, safe_extract, verify
+from edge_build.artifacts import ARTIFACTS
+from edge_build.board.launch import BundleError, safe_extract, verify
+from edge_build.config.profile import load_profile
+from edge_build.layout import Target
+from edge_build.stages import bundle
 
-from conftest import reported_copy
+
+def bundle_inputs(tiny_artifacts) -> tuple:
+    """The bundle stage's shared inputs after the profile: reference, (test records, test ids), labels."""
+    layout = tiny_artifacts["layout"]
+    return tiny_artifacts["saved_model"], (layout.data.split("test"), layout.token_ids("test")), layout.data.labels
 
 
 @pytest.fixture(scope="module")
 def tiny_bundle(tiny_artifacts, tmp_path_factory) -> dict:
     reported = reported_copy(tiny_artifacts, tmp_path_factory.mktemp("bundle") / "tiny")
-    target, profile = reported["target"], reported["profile"]
-    record = bundle.build_bundle(profile, tiny_artifacts["saved_model"], target, tiny_artifacts["data"])
-    return {"target": target, "folder": target / "bundle", "archive": target / "bundle-tiny.tar.gz", "record": record, "profile": profile}
+    target, profile = Target(reported["target"], "tiny"), reported["profile"]
+    record = bundle.build_bundle(profile, *bundle_inputs(tiny_artifacts), target)
+    return {"target": target.dir, "folder": target.bundle_dir, "archive": target.bundle_archive, "record": record, "profile": profile}
 
 
 def test_the_bundle_holds_exactly_what_the_build_declares(tiny_bundle):
     folder = tiny_bundle["folder"]
+    assert folder == tiny_bundle["target"] / "bundle" and tiny_bundle["archive"] == tiny_bundle["target"] / "bundle-tiny.tar.gz"
     files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
-    assert files == bundle.bundle_names(tiny_bundle["profile"])
-    assert {"model_int8.tflite", "model_fp32.tflite", "vocab.txt", "labels.txt", "golden.npz", "bench.py", "classify.py", "README.md", "manifest.json", "device/wordpiece.py"} <= set(files)
+    assert files == Target(tiny_bundle["target"], "tiny").bundle_names(tiny_bundle["profile"].tflite_artifacts)
+    assert {
+        "model_int8.tflite",
+        "model_fp16.tflite",
+        "model_fp32.tflite",
+        "vocab.txt",
+        "labels.txt",
+        "golden.npz",
+        "bench.py",
+        "classify.py",
+        "README.md",
+        "manifest.json",
+        "board/wordpiece.py",
+        "board/launch.py",
+        "board/parity.py",
+        "board/bench.py",
+        "board/runtime.py",
+    } <= set(files)
+    assert not any(name.startswith("device/") for name in files)
+    assert "from board.launch import bench_main" in (folder / "bench.py").read_text()
+    assert "from board.launch import classify_main" in (folder / "classify.py").read_text()
     manifest = verify(str(folder))
     assert set(manifest["files"]) == set(files) - {"manifest.json"}
     assert manifest["default_model"] == "model_int8.tflite" and manifest["default_runtime"] == "tflite-runtime"
     assert manifest["versions"]["tensorflow"].startswith("2.21") and manifest["versions"]["tflite-runtime"] == "2.14.0"
     assert manifest["metrics"]["tflite_int8"]["device_parity"]["tflite-runtime"]["top1_agreement"] >= 0.8
+    # What bench.py --parity holds the golden set to: the artifact table's checks and the profile's tolerances.
+    checks = {name: [list(check) for check in ARTIFACTS[name].parity] for name in ("tflite_fp32", "tflite_fp16", "tflite_int8")}
+    assert manifest["parity_checks"] == checks
+    assert manifest["tolerances"]["int8_max_accuracy_drop"] == 0.2 and manifest["tolerances"]["fp16_max_abs_logit"] == 1e-2
     assert tiny_bundle["record"]["tokenizer_checked_examples"] == 6
     target_record = json.loads((tiny_bundle["target"] / "manifest.json").read_text(encoding="utf-8"))
     assert {key: manifest[key] for key in target_record} == target_record, "the bundle's manifest is the target's record"
@@ -61,7 +94,10 @@ def flip_a_byte(path: Path) -> None:
 @pytest.mark.parametrize(
     "damage, message",
     [
-        (lambda folder: flip_a_byte(folder / "model_int8.tflite"), "model_int8.tflite: SHA-256 does not match the manifest (modified after the build)"),
+        (
+            lambda folder: flip_a_byte(folder / "model_int8.tflite"),
+            "model_int8.tflite: SHA-256 does not match the manifest (modified after the build)",
+        ),
         (lambda folder: (folder / "model_int8.tflite").write_bytes(b"TFL3" * 25), "model_int8.tflite: 100 bytes, the manifest says"),
         (lambda folder: (folder / "vocab.txt").unlink(), "vocab.txt: listed in the manifest but missing"),
     ],
@@ -71,9 +107,83 @@ def test_a_tampered_or_truncated_file_is_refused(tiny_bundle, tmp_path: Path, da
     folder = tmp_path / "copy"
     shutil.copytree(tiny_bundle["folder"], folder)
     damage(folder)
-    result = subprocess.run([sys.executable, "-m", "edge_build.device.bundle", "verify", str(folder)], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "edge_build.board.launch", "verify", str(folder)], capture_output=True, text=True)
     assert result.returncode == 2
     assert result.stderr.startswith(f"error: {folder}/") and result.stderr.count("\n") == 1 and message in result.stderr
+
+
+def run_bench(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    """``python3 bench.py ARGS`` in a bundle folder, as on the board (this Python has numpy and tflite-runtime)."""
+    return subprocess.run([sys.executable, "bench.py", *args], cwd=folder, capture_output=True, text=True)
+
+
+def test_the_board_refuses_an_accuracy_drop_the_build_refuses(tiny_artifacts, tiny_bundle, tmp_path: Path):
+    from edge_build import parity
+
+    quick = ("--runs", "1", "--warmup", "0")
+    # As built, the bundle passes on the board; this also gives the INT8 model's logits on the golden set, as the board computes them.
+    accepted = run_bench(tiny_bundle["folder"], "--parity", *quick, "--out", str(tmp_path / "accepted.json"), "--outputs", str(tmp_path / "int8.npy"))
+    assert accepted.returncode == 0, accepted.stderr
+    assert "parity: within the build's tolerances" in accepted.stdout.splitlines()
+    with np.load(tiny_bundle["folder"] / "golden.npz") as stored:
+        golden = dict(stored)
+    logits = np.load(tmp_path / "int8.npy")
+    # An accuracy drop is at most the share of examples the model and the reference disagree on, so a top-1
+    # agreement >= 0.8 keeps it <= 0.2: the profile here allows a drop of 0.1 only. A golden set of 12 rows
+    # whose reference logits put another class on top in 2 of them, labelled as the reference predicts:
+    # top-1 agreement 10/12 (>= 0.8, passes), reference accuracy 1, the model's 10/12: a drop of 1/6 (> 0.1).
+    rows = np.arange(12) % len(golden["ids"])
+    reference = logits[rows].copy()
+    reference[:2] = np.roll(reference[:2], 1, axis=-1)
+    assert int(np.sum(reference.argmax(-1) != logits[rows].argmax(-1))) == 2
+    crafted = {
+        "ids": golden["ids"][rows],
+        "labels": reference.argmax(-1).astype(np.int32),
+        "reference_logits": reference.astype(np.float32),
+        "label_names": golden["label_names"],
+        "test_indices": golden["test_indices"][rows],
+    }
+    strict = TINY_PROFILE.replace("int8_max_accuracy_drop = 0.2", "int8_max_accuracy_drop = 0.1")
+    assert strict != TINY_PROFILE
+    profile = load_profile(write_profile(tmp_path / "targets", "tiny", strict).parent, "tiny")
+    # The bundle stage packs this golden set with the profile's tolerances (and lists its new SHA-256 in the manifest).
+    target = Target(tmp_path / "tiny", "tiny")
+    shutil.copytree(tiny_bundle["target"], target.dir, ignore=shutil.ignore_patterns("bundle", "bundle-*.tar.gz"))
+    with open(target.golden, "wb") as handle:
+        np.savez(handle, **crafted)
+    bundle.build_bundle(profile, *bundle_inputs(tiny_artifacts), target)
+    assert verify(str(target.bundle_dir))["tolerances"]["int8_max_accuracy_drop"] == 0.1
+
+    refused = run_bench(target.bundle_dir, "--parity", *quick, "--out", str(tmp_path / "refused.json"))
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "parity: OUTSIDE the build's tolerances: accuracy drop 0.166667 (allowed <= 0.1)" in refused.stdout.splitlines()
+    figures = json.loads((tmp_path / "refused.json").read_text(encoding="utf-8"))["parity"]
+    assert figures["top1_agreement"] == pytest.approx(10 / 12) and figures["accuracy"] == pytest.approx(10 / 12)
+    assert figures["reference_accuracy"] == 1.0
+    # The build's gate, on the same figures, breaks on exactly the same check.
+    assert parity.breaches("tflite_int8", figures, profile.tolerances) == ["accuracy drop 0.166667 (allowed <= 0.1)"]
+
+
+def test_bench_options_are_honoured_as_written_and_never_abbreviated(tiny_bundle, tmp_path: Path):
+    quick = ("--runs", "1", "--warmup", "0")
+    # An abbreviation would compute parity but skip the build's checks: refused instead.
+    abbreviated = run_bench(tiny_bundle["folder"], "--par", *quick)
+    assert abbreviated.returncode == 2 and "unrecognized arguments: --par" in abbreviated.stderr
+    # --option=value is the user's choice, not overridden by the bundle's defaults.
+    result = run_bench(
+        tiny_bundle["folder"],
+        "model_fp32.tflite",
+        f"--golden={tiny_bundle['folder'] / 'golden.npz'}",
+        "--runtime=tflite-runtime",
+        "--parity",
+        *quick,
+        "--out",
+        str(tmp_path / "fp32.json"),
+    )
+    assert result.returncode == 0, result.stderr
+    record = json.loads((tmp_path / "fp32.json").read_text(encoding="utf-8"))
+    assert record["model"].endswith("model_fp32.tflite") and record["runtime"] == "tflite-runtime"
+    assert "parity: within the build's tolerances" in result.stdout.splitlines()
 
 
 def make_tar(path: Path, name: str, kind=tarfile.REGTYPE, linkname: str = "") -> Path:
@@ -86,7 +196,12 @@ def make_tar(path: Path, name: str, kind=tarfile.REGTYPE, linkname: str = "") ->
 
 @pytest.mark.parametrize(
     "name, kind, linkname",
-    [("../escape.txt", tarfile.REGTYPE, ""), ("/etc/evil", tarfile.REGTYPE, ""), ("bundle/../../x", tarfile.REGTYPE, ""), ("bundle/link", tarfile.SYMTYPE, "/etc/passwd")],
+    [
+        ("../escape.txt", tarfile.REGTYPE, ""),
+        ("/etc/evil", tarfile.REGTYPE, ""),
+        ("bundle/../../x", tarfile.REGTYPE, ""),
+        ("bundle/link", tarfile.SYMTYPE, "/etc/passwd"),
+    ],
 )
 def test_extraction_never_writes_outside_its_folder(tmp_path: Path, name, kind, linkname):
     archive = make_tar(tmp_path / "evil.tar.gz", name, kind, linkname)
@@ -107,7 +222,9 @@ def test_the_bundle_runs_in_a_virtual_environment_with_only_numpy_and_tflite_run
     bench = subprocess.run([python, "bench.py", "--parity", "--runs", "20"], cwd=folder, capture_output=True, text=True)
     assert bench.returncode == 0, bench.stderr
     assert "p50" in bench.stdout and "parity: within the build's tolerances" in bench.stdout
-    classify = subprocess.run([python, "classify.py", "--json", "The telescope saw a comet near the planet orbit"], cwd=folder, capture_output=True, text=True)
+    classify = subprocess.run(
+        [python, "classify.py", "--json", "The telescope saw a comet near the planet orbit"], cwd=folder, capture_output=True, text=True
+    )
     assert classify.returncode == 0, classify.stderr
     answer = json.loads(classify.stdout)
     assert answer["label"] == "astronomy" and sum(answer["probabilities"].values()) == pytest.approx(1.0, abs=1e-5)

@@ -6,17 +6,22 @@ from pathlib import Path
 
 import pytest
 
-from edge_build import corpus, data, duplicates
-from edge_build.corpus import DataOptions
+from edge_build import corpus, duplicates
+from edge_build.corpus import SPLITS, DataOptions
 from edge_build.errors import DatasetError
-from edge_build.records import read_split
+from edge_build.layout import Data
+from edge_build.stages import data
+from edge_build.tfrecord import read_split
+
+#: What the data stage writes, in its command's order, as the layout names them.
+OUTPUT_FILES = [path.name for path in Data(Path("data")).outputs]
 
 # Made-up words, so random texts share no 5-gram by accident.
 VOCABULARY = [f"w{i}" for i in range(300)]
 
 
 def build(dataset: Path | str, out_dir: Path, fractions=(0.6, 0.2, 0.2), seed=3, options: DataOptions = DataOptions()) -> dict:
-    return data.build_data(str(dataset), out_dir, fractions, seed, options)
+    return data.build_data(str(dataset), Data(out_dir).outputs, fractions, seed, options)
 
 
 def distinct_texts(rng: random.Random, count: int, words: int = 12) -> list[str]:
@@ -31,7 +36,7 @@ def write_table(path: Path, rows: list[list[str]], delimiter: str = ",") -> Path
 
 def split_texts(out: Path) -> dict[str, list[str]]:
     """Each written split's texts, in file order."""
-    return {split: [t.decode("utf-8") for t in read_split(out / f"{split}.tfrecord")[0]] for split in data.SPLITS}
+    return {split: [t.decode("utf-8") for t in read_split(out / f"{split}.tfrecord")[0]] for split in SPLITS}
 
 
 def split_of_texts(out: Path) -> dict[str, str]:
@@ -46,7 +51,7 @@ def split_of_texts(out: Path) -> dict[str, str]:
 def test_a_directory_dataset_is_split_per_class_into_tfrecords(tiny_dataset: Path, tmp_path: Path):
     out = tmp_path / "out"
     summary = build(tiny_dataset, out)
-    assert sorted(p.name for p in out.iterdir()) == sorted(data.OUTPUT_FILES)
+    assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUT_FILES)
     assert (out / "labels.txt").read_text().splitlines() == ["astronomy", "cooking", "football"]
     assert summary["counts"] == {
         "train": {"astronomy": 8, "cooking": 8, "football": 8},
@@ -63,12 +68,28 @@ def test_a_directory_dataset_is_split_per_class_into_tfrecords(tiny_dataset: Pat
 def test_splits_are_disjoint_and_deterministic(tiny_dataset: Path, tmp_path: Path):
     build(tiny_dataset, tmp_path / "a")
     build(tiny_dataset, tmp_path / "b")
-    for name in data.OUTPUT_FILES:
+    for name in OUTPUT_FILES:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
-    splits = [set(read_split(tmp_path / "a" / f"{s}.tfrecord")[0]) for s in data.SPLITS]
+    splits = [set(read_split(tmp_path / "a" / f"{s}.tfrecord")[0]) for s in SPLITS]
     assert not (splits[0] & splits[1]) and not (splits[0] & splits[2]) and not (splits[1] & splits[2])
     build(tiny_dataset, tmp_path / "c", seed=4)
     assert (tmp_path / "c" / "train.tfrecord").read_bytes() != (tmp_path / "a" / "train.tfrecord").read_bytes()
+
+
+def test_each_output_goes_to_the_path_given_for_it(tiny_dataset: Path, tmp_path: Path):
+    # The stage composes no file name: the caller (SCons, from layout.py) names all five.
+    build(tiny_dataset, tmp_path / "layout")
+    outputs = [
+        tmp_path / "splits" / "a.rec",
+        tmp_path / "splits" / "b.rec",
+        tmp_path / "elsewhere" / "c.rec",
+        tmp_path / "names.txt",
+        tmp_path / "meta" / "s.json",
+    ]
+    data.build_data(str(tiny_dataset), outputs, (0.6, 0.2, 0.2), 3)
+    for name, path in zip(OUTPUT_FILES, outputs):
+        assert path.read_bytes() == (tmp_path / "layout" / name).read_bytes()
+    assert sorted(p.name for p in (tmp_path / "splits").iterdir()) == ["a.rec", "b.rec"]
 
 
 def test_a_csv_dataset(tmp_path: Path):
@@ -108,13 +129,19 @@ def make_csv(path: Path, text: str) -> Path:
     [
         (lambda root: root / "missing", "missing: no such file or directory (a dataset is a folder of <label>/<file> texts, a .csv or .tsv file"),
         (lambda root: (root / "empty").mkdir() or root / "empty", "empty: the dataset directory is empty"),
-        (lambda root: (root / "ds" / "a").mkdir(parents=True) or root / "ds", "ds/a: the class folder has no files (each class needs at least 3 text files)"),
+        (
+            lambda root: (root / "ds" / "a").mkdir(parents=True) or root / "ds",
+            "ds/a: the class folder has no files (each class needs at least 3 text files)",
+        ),
         (lambda root: make_csv(root / "d.csv", "body,label\nhello,a\n"), "d.csv: missing column(s) text (found: body, label)"),
         (lambda root: make_csv(root / "d.csv", "text,label\nhello,a\n  ,b\n"), "d.csv:3: empty text (every row needs a text and a label)"),
         (lambda root: make_csv(root / "d.csv", "text,label\nhello,\n"), "d.csv:2: empty label"),
         (lambda root: (root / "d.csv").write_bytes(b"PK\x03\x04\0\0binary") and root / "d.csv", "d.csv: not a text file (contains NUL bytes)"),
         (lambda root: make_csv(root / "d.csv", "text,label\n"), "d.csv: no rows after the header"),
-        (lambda root: make_csv(root / "d.txt", "text,label\n"), "d.txt: not a folder or a .csv, .tsv or .jsonl file (a dataset is a folder of <label>/<file> texts"),
+        (
+            lambda root: make_csv(root / "d.txt", "text,label\n"),
+            "d.txt: not a folder or a .csv, .tsv or .jsonl file (a dataset is a folder of <label>/<file> texts",
+        ),
     ],
 )
 def test_bad_datasets_fail_with_one_line_and_write_nothing(tmp_path: Path, prepare, message: str):
@@ -131,11 +158,23 @@ def test_bad_datasets_fail_with_one_line_and_write_nothing(tmp_path: Path, prepa
     "damage, message",
     [
         (lambda root: (root / "cooking" / "000.txt").write_text("  \n"), "cooking/000.txt: empty file"),
-        (lambda root: (root / "cooking" / "000.txt").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR"), "cooking/000.txt: not a text file (contains NUL bytes)"),
+        (
+            lambda root: (root / "cooking" / "000.txt").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR"),
+            "cooking/000.txt: not a text file (contains NUL bytes)",
+        ),
         (lambda root: (root / "cooking" / "000.txt").write_bytes(bytes(range(128, 256)) * 4), "cooking/000.txt: not UTF-8 text"),
         (lambda root: (root / "stray.txt").write_text("hello"), "stray.txt: not a class folder"),
-        (lambda root: [p.unlink() for p in sorted((root / "cooking").iterdir())[2:]], "class 'cooking' has 2 group(s) of distinct texts (2 example(s), e.g. "),
-        (lambda root: [p.unlink() for label in ("cooking", "football") for p in (root / label).iterdir()] and [(root / label).rmdir() for label in ("cooking", "football")], "found 1 class(es) (astronomy); a classifier needs at least 2"),
+        (
+            lambda root: [p.unlink() for p in sorted((root / "cooking").iterdir())[2:]],
+            "class 'cooking' has 2 group(s) of distinct texts (2 example(s), e.g. ",
+        ),
+        (
+            lambda root: (
+                [p.unlink() for label in ("cooking", "football") for p in (root / label).iterdir()]
+                and [(root / label).rmdir() for label in ("cooking", "football")]
+            ),
+            "found 1 class(es) (astronomy); a classifier needs at least 2",
+        ),
     ],
 )
 def test_bad_files_in_a_dataset_are_named(tiny_dataset: Path, tmp_path: Path, damage, message: str):
@@ -171,7 +210,7 @@ def test_bad_split_shares_are_refused(spec: str):
 def test_the_cli_reports_a_bad_dataset_in_one_line(tmp_path: Path, capsys):
     from edge_build import cli
 
-    code = cli.run(data.build_parser, data.drive, ["--dataset", str(tmp_path / "nope"), "--out-dir", str(tmp_path / "out")])
+    code = cli.run(data.build_parser, data.drive, ["--dataset", str(tmp_path / "nope"), "--out", *map(str, Data(tmp_path / "out").outputs)])
     assert code == 2
     assert capsys.readouterr().err == f"error: {tmp_path / 'nope'}: no such file or directory (a dataset is {corpus.DATASET_FORMS})\n"
     assert not (tmp_path / "out").exists()
@@ -207,11 +246,16 @@ def delimited(kind: str, delimiter: str) -> dict:
         ("corpus.csv", table_writer(";"), DataOptions(delimiter=";"), delimited("csv", ";")),
         ("corpus.csv", table_writer("\t"), DataOptions(delimiter="\\t"), delimited("csv", "\t")),
         ("corpus.tsv", table_writer("\t"), DataOptions(delimiter="tab"), delimited("tsv", "\t")),
-        ("corpus.jsonl", write_jsonl, DataOptions(text_column="body", label_column="stars"), {"kind": "jsonl", "text_column": "body", "label_column": "stars"}),
+        (
+            "corpus.jsonl",
+            write_jsonl,
+            DataOptions(text_column="body", label_column="stars"),
+            {"kind": "jsonl", "text_column": "body", "label_column": "stars"},
+        ),
     ],
 )
 def test_tsv_csv_with_a_delimiter_and_jsonl_corpora(tmp_path: Path, name: str, write, options: DataOptions, reading: dict):
-    rows = [[f"Text {i}; with, commas\u2028and a {label}-star \"quote\"", label] for label in ("1", "5", "good") for i in range(4)]
+    rows = [[f'Text {i}; with, commas\u2028and a {label}-star "quote"', label] for label in ("1", "5", "good") for i in range(4)]
     summary = build(write(tmp_path / name, rows), tmp_path / "out", options=options)
     assert summary["format"] == reading
     assert summary["labels"] == ["1", "5", "good"] and summary["used"] == 12
@@ -222,23 +266,70 @@ def test_tsv_csv_with_a_delimiter_and_jsonl_corpora(tmp_path: Path, name: str, w
     "name, content, options, message",
     [
         ("d.csv", "text,label\nhello,a\n", DataOptions(label_column="sentiment"), "d.csv: missing column(s) sentiment (found: text, label)"),
-        ("d.csv", "text;label\nhello;a\n", DataOptions(),
-         "d.csv: missing column(s) text, label (found: text;label; read with delimiter ','; set delimiter= if the file uses another)"),
-        ("d.tsv", "text,label\nhello,a\n", DataOptions(),
-         "d.tsv: missing column(s) text, label (found: text,label; read with delimiter '\\t'; set delimiter= if the file uses another)"),
-        ("d.csv", "text,label\nhello,a\n" + "x" * 200_000 + ",b\n", DataOptions(), "d.csv:3: unreadable row (field larger than field limit (131072))"),
-        ("d.jsonl", '{"text": "a", "label": "x"}\n\n["b", "y"]\n', DataOptions(), "d.jsonl:3: not a JSON object (each line must be an object with keys text, label)"),
-        ("d.jsonl", '{"text": "a", "label": "x"}\n{"text": "b", "label": }\n', DataOptions(), "d.jsonl:2: invalid JSON (Expecting value at column 24)"),
+        (
+            "d.csv",
+            "text;label\nhello;a\n",
+            DataOptions(),
+            "d.csv: missing column(s) text, label (found: text;label; read with delimiter ','; set delimiter= if the file uses another)",
+        ),
+        (
+            "d.tsv",
+            "text,label\nhello,a\n",
+            DataOptions(),
+            "d.tsv: missing column(s) text, label (found: text,label; read with delimiter '\\t'; set delimiter= if the file uses another)",
+        ),
+        (
+            "d.csv",
+            "text,label\nhello,a\n" + "x" * 200_000 + ",b\n",
+            DataOptions(),
+            "d.csv:3: unreadable row (field larger than field limit (131072))",
+        ),
+        (
+            "d.jsonl",
+            '{"text": "a", "label": "x"}\n\n["b", "y"]\n',
+            DataOptions(),
+            "d.jsonl:3: not a JSON object (each line must be an object with keys text, label)",
+        ),
+        (
+            "d.jsonl",
+            '{"text": "a", "label": "x"}\n{"text": "b", "label": }\n',
+            DataOptions(),
+            "d.jsonl:2: invalid JSON (Expecting value at column 24)",
+        ),
         ("d.jsonl", '{"text": "a"}\n', DataOptions(), "d.jsonl:1: missing key(s) label (each line must be an object with keys text, label)"),
-        ("d.jsonl", '{"body": "a", "label": "x"}\n', DataOptions(text_column="body", label_column="stars"),
-         "d.jsonl:1: missing key(s) stars (each line must be an object with keys body, stars)"),
+        (
+            "d.jsonl",
+            '{"body": "a", "label": "x"}\n',
+            DataOptions(text_column="body", label_column="stars"),
+            "d.jsonl:1: missing key(s) stars (each line must be an object with keys body, stars)",
+        ),
         ("d.jsonl", '{"text": 3, "label": "x"}\n', DataOptions(), "d.jsonl:1: key 'text' holds an integer; a text must be a JSON string"),
-        ("d.jsonl", '{"text": "a", "label": ["x"]}\n', DataOptions(), "d.jsonl:1: key 'label' holds an array; a label must be a JSON string or integer"),
-        ("d.jsonl", '{"text": "a", "label": {"x": 1}}\n', DataOptions(), "d.jsonl:1: key 'label' holds an object; a label must be a JSON string or integer"),
+        (
+            "d.jsonl",
+            '{"text": "a", "label": ["x"]}\n',
+            DataOptions(),
+            "d.jsonl:1: key 'label' holds an array; a label must be a JSON string or integer",
+        ),
+        (
+            "d.jsonl",
+            '{"text": "a", "label": {"x": 1}}\n',
+            DataOptions(),
+            "d.jsonl:1: key 'label' holds an object; a label must be a JSON string or integer",
+        ),
         ("d.jsonl", '{"text": "a", "label": 1.5}\n', DataOptions(), "d.jsonl:1: key 'label' holds a float; a label must be a JSON string or integer"),
-        ("d.jsonl", '{"text": "a", "label": true}\n', DataOptions(), "d.jsonl:1: key 'label' holds a boolean; a label must be a JSON string or integer"),
+        (
+            "d.jsonl",
+            '{"text": "a", "label": true}\n',
+            DataOptions(),
+            "d.jsonl:1: key 'label' holds a boolean; a label must be a JSON string or integer",
+        ),
         ("d.jsonl", '{"text": "a", "label": null}\n', DataOptions(), "d.jsonl:1: key 'label' holds null; a label must be a JSON string or integer"),
-        ("d.jsonl", '{"text": "a", "label": "x"}\n{"text": " ", "label": "y"}\n', DataOptions(), "d.jsonl:2: empty text (every row needs a text and a label)"),
+        (
+            "d.jsonl",
+            '{"text": "a", "label": "x"}\n{"text": " ", "label": "y"}\n',
+            DataOptions(),
+            "d.jsonl:2: empty text (every row needs a text and a label)",
+        ),
         ("d.jsonl", '{"text": "a", "label": ""}\n', DataOptions(), "d.jsonl:1: empty label (every row needs a text and a label)"),
         ("d.jsonl", "\ufeff\n", DataOptions(), "d.jsonl: no JSON objects (expected one per line)"),
     ],
@@ -301,7 +392,12 @@ def conflicting_corpus(path: Path) -> tuple[Path, str]:
 def test_label_conflicts_are_dropped_by_default(tmp_path: Path):
     dataset, conflict = conflicting_corpus(tmp_path / "d.csv")
     summary = build(dataset, tmp_path / "out")
-    assert summary["label_conflicts"] == {"rule": "drop", "groups": 1, "examples": 2, "list": [{"sources": [f"{dataset}:2", f"{dataset}:22"], "labels": ["ham", "spam"]}]}
+    assert summary["label_conflicts"] == {
+        "rule": "drop",
+        "groups": 1,
+        "examples": 2,
+        "list": [{"sources": [f"{dataset}:2", f"{dataset}:22"], "labels": ["ham", "spam"]}],
+    }
     assert summary["duplicates"]["largest"] == [{"sources": [f"{dataset}:2", f"{dataset}:22"], "size": 2, "label": "ham, spam"}]
     assert summary["examples"] == 21 and summary["used"] == 19
     assert conflict not in split_of_texts(tmp_path / "out")
@@ -335,7 +431,12 @@ def table_row(source: str) -> list[str]:
 def test_near_duplicates_in_different_splits_are_reported(tmp_path: Path):
     dataset, _ = near_duplicate_corpus(tmp_path / "d.csv")
     near = build(dataset, tmp_path / "out")["near_duplicates"]
-    assert {k: near[k] for k in ("rule", "threshold", "shingle", "pairs")} == {"rule": "report", "threshold": 0.8, "shingle": "word 5-grams", "pairs": 20}
+    assert {k: near[k] for k in ("rule", "threshold", "shingle", "pairs")} == {
+        "rule": "report",
+        "threshold": 0.8,
+        "shingle": "word 5-grams",
+        "pairs": 20,
+    }
     assert near["cross_split_pairs"] == len(near["list"]) > 0
     split_of = split_of_texts(tmp_path / "out")
     for pair in near["list"]:
@@ -365,7 +466,7 @@ def test_split_files_are_written_in_a_class_mixed_order(tmp_path: Path):
     rng = random.Random(3)
     rows = [[text, label] for label in ("a", "b", "c") for text in distinct_texts(rng, 100, words=4)]
     build(write_table(tmp_path / "sorted.csv", [["text", "label"], *rows]), tmp_path / "out", fractions=(0.8, 0.1, 0.1))
-    labels = {split: read_split(tmp_path / "out" / f"{split}.tfrecord")[1].tolist() for split in data.SPLITS}
+    labels = {split: read_split(tmp_path / "out" / f"{split}.tfrecord")[1].tolist() for split in SPLITS}
     longest_run = max(len(list(run)) for _, run in itertools.groupby(labels["train"]))
     assert longest_run < 20, longest_run  # of the 80 train examples of each class
     assert all(labels[split] != sorted(labels[split]) for split in ("val", "test"))
@@ -378,7 +479,7 @@ def test_a_build_with_duplicates_conflicts_and_near_duplicates_is_byte_determini
     options = DataOptions(label_conflicts="train", near_duplicates="group")
     first, second = (build(dataset, tmp_path / name, options=options) for name in ("a", "b"))
     assert first == second and first["label_conflicts"]["groups"] == 1 and first["duplicates"]["groups"] == 2
-    for name in data.OUTPUT_FILES:
+    for name in OUTPUT_FILES:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
 
@@ -399,19 +500,35 @@ def test_the_cli_takes_the_reading_and_duplicate_options(tmp_path: Path, capsys)
     rng = random.Random(4)
     rows = [[text, label] for label in ("1", "2") for text in distinct_texts(rng, 5)]
     dataset = write_jsonl(tmp_path / "d.jsonl", rows)
-    argv = ["--dataset", str(dataset), "--out-dir", str(tmp_path / "out"), "--text-column", "body", "--label-column", "stars",
-            "--label-conflicts", "train", "--near-duplicates", "group", "--delimiter", ";"]
+    argv = [
+        "--dataset",
+        str(dataset),
+        "--out",
+        *map(str, Data(tmp_path / "out").outputs),
+        "--text-column",
+        "body",
+        "--label-column",
+        "stars",
+        "--label-conflicts",
+        "train",
+        "--near-duplicates",
+        "group",
+        "--delimiter",
+        ";",
+    ]
     assert cli.run(data.build_parser, data.drive, argv) == 0
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["format"] == {"kind": "jsonl", "text_column": "body", "label_column": "stars"}
     assert (summary["label_conflicts"]["rule"], summary["near_duplicates"]["rule"]) == ("train", "group")
     assert "0 near-duplicate pair(s)" in capsys.readouterr().out
     with pytest.raises(SystemExit):
-        data.build_parser().parse_args(["--out-dir", "x", "--label-conflicts", "keep"])
+        data.build_parser().parse_args(["--out", "a", "b", "c", "d", "e", "--label-conflicts", "keep"])
+    with pytest.raises(SystemExit):  # one path per output: three splits, labels.txt and summary.json
+        data.build_parser().parse_args(["--out", "a", "b", "c", "d"])
 
 
 def test_bbc_news_copies_stay_in_one_split(tmp_path: Path):
-    summary = data.build_data(corpus.DEFAULT_DATASET, tmp_path, (0.8, 0.1, 0.1), 1234)
+    summary = data.build_data(corpus.DEFAULT_DATASET, Data(tmp_path).outputs, (0.8, 0.1, 0.1), 1234)
     # BBC News holds 101 texts twice (98 byte for byte, 3 more after normalization), none with two labels.
     assert (summary["duplicates"]["groups"], summary["duplicates"]["copies"], summary["label_conflicts"]["groups"]) == (101, 101, 0)
     assert summary["used"] == summary["examples"] == 2225

@@ -7,19 +7,21 @@ EDGE_BUILD_REQUIRE_EMULATION=1 (CI sets it), where a missing prerequisite fails.
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 from pathlib import Path
 
 import pytest
-
-from edge_build import device_check
-from edge_build.config import load_profile
-from edge_build.device_env import host_arch, provision
-from edge_build.errors import StageError
-
 from conftest import REPO, TINY_PROFILE, write_profile
+
+from edge_build.config.profile import load_profile
+from edge_build.errors import StageError
+from edge_build.layout import Target
+from edge_build.platforms import host_arch
+from edge_build.stages import runtime_check
+from edge_build.stages.runtime_env import provision
 
 pytestmark = [pytest.mark.emulation, pytest.mark.slow]
 REQUIRED = os.environ.get("EDGE_BUILD_REQUIRE_EMULATION") == "1"
@@ -47,14 +49,30 @@ def arm64_env(tmp_path_factory) -> dict:
     if reason:
         skip_or_fail(reason)
     try:
-        return provision("aarch64", ["tflite-runtime", "ai-edge-litert"], tmp_path_factory.mktemp("devices") / "arm64", REPO)
+        return provision("aarch64", ["tflite-runtime", "ai-edge-litert"], tmp_path_factory.mktemp("runtime-envs") / "arm64" / "env.json", REPO)
     except StageError as exc:
         skip_or_fail(f"provisioning failed: {exc}")
 
 
-ARM64_PROFILE = TINY_PROFILE.replace('arch = "x86_64"', 'arch = "aarch64"').replace(
-    'artifacts = ["saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_int8"]', 'artifacts = ["tflite_fp32", "tflite_int8"]'
-) + '\n[[runtimes]]\nname = "ai-edge-litert"\nrequired = false\n'
+# The arm64 profile's artifacts (targets/arm64.toml) on the tiny model, with ai-edge-litert optional as there.
+ARM64_PROFILE = (
+    TINY_PROFILE.replace('arch = "x86_64"', 'arch = "aarch64"').replace(
+        'artifacts = ["saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_fp16", "tflite_int8"]',
+        'artifacts = ["tflite_fp32", "tflite_int8"]',
+    )
+    + '\n[[runtimes]]\nname = "ai-edge-litert"\nrequired = false\n'
+)
+
+
+def test_the_arm64_profile_lists_the_arm64_artifacts(tmp_path: Path):
+    profile = load_profile(write_profile(tmp_path / "targets", "board", ARM64_PROFILE).parent, "board")
+    assert profile.arch == "aarch64" and profile.artifacts == ("tflite_fp32", "tflite_int8")
+    assert [(r.name, r.required) for r in profile.runtimes] == [("tflite-runtime", True), ("ai-edge-litert", False)]
+
+
+def read_test_split(tiny_artifacts) -> runtime_check.TestSplit:
+    layout = tiny_artifacts["layout"]
+    return runtime_check.TestSplit.read(layout.data.split("test"), layout.token_ids("test"), layout.reference_logits, layout.data.labels)
 
 
 def test_the_environment_is_an_emulated_aarch64_python(arm64_env):
@@ -70,7 +88,7 @@ def test_emulated_parity_matches_the_x86_64_figures(tiny_artifacts, arm64_env, t
     x86 = json.loads((tiny_artifacts["target"] / "device_checks.json").read_text())["checks"]
     for artifact in ("tflite_fp32", "tflite_int8"):
         for runtime in ("tflite-runtime", "ai-edge-litert"):
-            outcome = device_check.run_on_device(tiny_artifacts[artifact], runtime, golden, profile, tmp_path, arm64_env)
+            outcome = runtime_check.run_in_environment(tiny_artifacts[artifact], runtime, golden, profile, tmp_path, arm64_env)
             assert outcome["status"] == "ok", (artifact, runtime, outcome["status"])
             assert outcome["machine"] == "aarch64" and outcome["emulated"]
             native = x86[artifact]["tflite-runtime"]["parity"]
@@ -80,17 +98,17 @@ def test_emulated_parity_matches_the_x86_64_figures(tiny_artifacts, arm64_env, t
 
 def test_a_crash_of_the_aarch64_runtime_is_reported_and_stops_the_build(tiny_artifacts, arm64_env, tmp_path: Path, capsys, monkeypatch):
     # A segfault in the emulated aarch64 process reaches us as the same signal, which the runner reports.
-    python, environment = device_check.runner(arm64_env)
+    python, environment = runtime_check.runner(arm64_env)
     script = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
     assert subprocess.run([*python, "-c", script], env=environment, capture_output=True).returncode == -signal.SIGSEGV
     profile = load_profile(write_profile(tmp_path / "targets", "board", ARM64_PROFILE).parent, "board")
     crashed = {"status": "crashed (signal 11)"}
     # A required runtime that crashes stops the build with the table (the file itself is intact here).
-    monkeypatch.setattr(device_check, "run_on_device", lambda *args, **kwargs: dict(crashed))
+    monkeypatch.setattr(runtime_check, "run_in_environment", lambda *args, **kwargs: dict(crashed))
     target = tmp_path / "target"
     shutil.copytree(tiny_artifacts["target"], target)
-    with pytest.raises(StageError, match="device checks failed for targets/board.toml"):
-        device_check.device_checks(profile, tiny_artifacts["saved_model"], target, tiny_artifacts["data"], _env_file(arm64_env, tmp_path))
+    with pytest.raises(StageError, match=re.escape(f"runtime checks failed for {profile.source} (table above)")):
+        runtime_check.runtime_checks(profile, read_test_split(tiny_artifacts), Target(target, "board"), _env_file(arm64_env, tmp_path))
     assert f"tflite_int8  tflite-runtime               {crashed['status']}" in capsys.readouterr().err
 
 
@@ -101,11 +119,21 @@ def _env_file(record: dict, tmp_path: Path) -> Path:
 
 
 def test_an_optional_runtime_the_emulator_cannot_run_is_reported_not_gated(tiny_artifacts, arm64_env, tmp_path: Path):
-    old_qemu = {**arm64_env, "runtimes": {**arm64_env["runtimes"], "ai-edge-litert": {"version": "2.3.0", "checkable": False, "reason": "ai-edge-litert's aarch64 build crashes under qemu 7.2; it needs qemu >= 8"}}}
+    old_qemu = {
+        **arm64_env,
+        "runtimes": {
+            **arm64_env["runtimes"],
+            "ai-edge-litert": {
+                "version": "2.3.0",
+                "checkable": False,
+                "reason": "ai-edge-litert's aarch64 build crashes under qemu 7.2; it needs qemu >= 8",
+            },
+        },
+    }
     profile = load_profile(write_profile(tmp_path / "targets", "board", ARM64_PROFILE).parent, "board")
     target = tmp_path / "target"
     shutil.copytree(tiny_artifacts["target"], target)
-    summary = device_check.device_checks(profile, tiny_artifacts["saved_model"], target, tiny_artifacts["data"], _env_file(old_qemu, tmp_path))
+    summary = runtime_check.runtime_checks(profile, read_test_split(tiny_artifacts), Target(target, "board"), _env_file(old_qemu, tmp_path))
     litert = summary["checks"]["tflite_int8"]["ai-edge-litert"]
     assert litert["status"].startswith("not checkable here: ai-edge-litert's aarch64 build crashes under qemu 7.2") and litert["problems"] == []
     assert summary["checks"]["tflite_int8"]["tflite-runtime"]["status"] == "ok"

@@ -6,12 +6,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from edge_build import manifest
-from edge_build.errors import StageError
-from edge_build.provenance import sha256_file
-
 from conftest import reported_copy
+
+from edge_build.errors import StageError
+from edge_build.layout import Target
+from edge_build.provenance import sha256_file
+from edge_build.stages import manifest
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,7 @@ def tiny_manifest(tiny_artifacts, tmp_path_factory) -> dict:
 def test_every_artifact_is_recorded_with_its_checksum_and_size(tiny_manifest):
     target, record = tiny_manifest["target"], tiny_manifest["record"]
     assert json.loads((target / "manifest.json").read_text(encoding="utf-8")) == record
-    assert set(record["artifacts"]) == {"saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_int8"}
+    assert set(record["artifacts"]) == {"saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_fp16", "tflite_int8"}
     int8 = record["artifacts"]["tflite_int8"]
     assert int8["sha256"] == sha256_file(target / "model_int8.tflite") and int8["size_bytes"] == (target / "model_int8.tflite").stat().st_size
     saved = record["artifacts"]["saved_model_cpu"]
@@ -57,12 +57,31 @@ def test_it_holds_no_measured_timings_so_rebuilds_write_the_same_bytes(tiny_mani
     assert manifest.build_manifest(*tiny_manifest["args"]) == first
 
 
-def test_a_missing_input_is_named_and_nothing_is_written(tiny_manifest, tmp_path: Path):
-    profile, target, data, model, vocab, calibration = tiny_manifest["args"]
+@pytest.mark.parametrize("missing", ["eval.json", "device_parity.json"])
+def test_a_missing_input_is_named_and_nothing_is_written(tiny_manifest, tmp_path: Path, missing):
+    profile, inputs, target = tiny_manifest["args"]
+    copy = tmp_path / "tiny"
+    shutil.copytree(target.dir, copy)
+    (copy / "manifest.json").unlink()
+    (copy / missing).unlink()
+    with pytest.raises(StageError, match=rf"{missing.replace('.', '[.]')}: not found"):
+        manifest.build_manifest(profile, inputs, Target(copy, "tiny"))
+    assert not (copy / "manifest.json").exists()
+
+
+def test_device_parity_comes_from_the_runtime_checks_machine_independent_record(tiny_manifest, tmp_path: Path, monkeypatch):
+    record, target = tiny_manifest["record"], tiny_manifest["target"]
+    device_parity = json.loads((target / "device_parity.json").read_text(encoding="utf-8"))
+    tflite = ["tflite_fp32", "tflite_fp16", "tflite_int8"]
+    assert sorted(device_parity) == sorted(tflite)
+    for name in tflite:
+        assert record["metrics"][name]["device_parity"] == device_parity[name]
+    for name in ("saved_model_cpu", "saved_model_xla"):
+        assert set(record["metrics"][name]) == {"test_accuracy"}
+    # device_checks.json, with its timings, is not read: without it the manifest is the same.
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    profile, inputs, _ = tiny_manifest["args"]
     copy = tmp_path / "tiny"
     shutil.copytree(target, copy)
-    (copy / "manifest.json").unlink()
-    (copy / "eval.json").unlink()
-    with pytest.raises(StageError, match=r"eval\.json: not found"):
-        manifest.build_manifest(profile, copy, data, model, vocab, calibration)
-    assert not (copy / "manifest.json").exists()
+    (copy / "device_checks.json").unlink()
+    assert manifest.build_manifest(profile, inputs, Target(copy, "tiny")) == manifest.build_manifest(*tiny_manifest["args"])

@@ -1,12 +1,21 @@
 import json
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from conftest import REPO, write_tiny_dataset
 
-from edge_build import baseline, cli, data, quality
+from edge_build import cli
+from edge_build.corpus import SPLITS
 from edge_build.errors import StageError
+from edge_build.layout import Data
+from edge_build.stages import baseline, data, quality
 
-from conftest import write_tiny_dataset
+
+def split_files(files: Data) -> dict[str, Path]:
+    return {split: files.split(split) for split in SPLITS}
 
 
 def figures(accuracy: float, macro_f1: float, ci95: tuple[float, float], **extra) -> dict:
@@ -20,7 +29,9 @@ BASELINES = {"classical": figures(0.758, 0.75, (0.70, 0.80), **CLASSICAL), "majo
 def test_a_reference_within_the_margin_and_above_the_majority_passes():
     assert quality.check_quality(figures(0.74, 0.73, (0.69, 0.79)), BASELINES, margin_points=3) == []
     # Exactly the margin behind is allowed, whatever the float subtraction leaves.
-    assert quality.check_quality(figures(0.75, 0.73, (0.70, 0.80)), {**BASELINES, "classical": figures(0.78, 0.77, (0.73, 0.83), **CLASSICAL)}, 3) == []
+    assert (
+        quality.check_quality(figures(0.75, 0.73, (0.70, 0.80)), {**BASELINES, "classical": figures(0.78, 0.77, (0.73, 0.83), **CLASSICAL)}, 3) == []
+    )
 
 
 def test_trailing_the_classical_baseline_by_more_than_the_margin_names_both_figures():
@@ -42,16 +53,18 @@ def test_an_interval_reaching_the_majority_share_fails():
 
 
 @pytest.fixture(scope="module")
-def tiny_data(tmp_path_factory) -> Path:
+def tiny_data(tmp_path_factory) -> Data:
     root = tmp_path_factory.mktemp("baseline")
-    data.build_data(str(write_tiny_dataset(root / "dataset")), root / "data", (0.6, 0.2, 0.2), seed=3)
-    return root / "data"
+    files = Data(root / "data")
+    data.build_data(str(write_tiny_dataset(root / "dataset")), files.outputs, (0.6, 0.2, 0.2), seed=3)
+    return files
 
 
-def test_the_baseline_stage_scores_both_baselines_and_repeats_its_bytes(tiny_data: Path, tmp_path: Path, capsys):
+def test_the_baseline_stage_scores_both_baselines_and_repeats_its_bytes(tiny_data: Data, tmp_path: Path, capsys):
     first, second = tmp_path / "first.json", tmp_path / "second.json"
     for out in (first, second):
-        assert cli.run(baseline.build_parser, baseline.drive, ["--data-dir", str(tiny_data), "--out", str(out)]) == 0
+        argv = ["--splits", *(str(tiny_data.split(s)) for s in SPLITS), "--labels", str(tiny_data.labels), "--out", str(out)]
+        assert cli.run(baseline.build_parser, baseline.drive, argv) == 0
     assert first.read_bytes() == second.read_bytes()
     assert "fitted on 24 texts in" in capsys.readouterr().out
     record = json.loads(first.read_text())
@@ -80,23 +93,44 @@ def test_a_train_split_too_small_for_the_fixed_features_fails_in_one_line(tmp_pa
         (dataset / label).mkdir(parents=True)
         for i, text in enumerate(words):
             (dataset / label / f"{i}.txt").write_text(text, encoding="utf-8")
-    data.build_data(str(dataset), tmp_path / "data", (0.6, 0.2, 0.2), seed=3)
+    files = Data(tmp_path / "data")
+    data.build_data(str(dataset), files.outputs, (0.6, 0.2, 0.2), seed=3)
     out = tmp_path / "baseline.json"
-    with pytest.raises(StageError, match=r"train\.tfrecord: 2 train texts are too few for the classical baseline's fixed TF-IDF settings \(scikit-learn: .*no terms remain") as caught:
-        baseline.build_baseline(tmp_path / "data", out)
+    with pytest.raises(
+        StageError,
+        match=r"train\.tfrecord: 2 train texts are too few for the classical baseline's fixed TF-IDF settings \(scikit-learn: .*no terms remain",
+    ) as caught:
+        baseline.build_baseline(split_files(files), files.labels, out)
     assert "\n" not in str(caught.value) and not out.exists()
 
 
 @pytest.fixture(scope="module")
 def tiny_baseline(tiny_build, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("quality") / "baseline.json"
-    baseline.build_baseline(tiny_build["data"], out)
+    baseline.build_baseline(split_files(tiny_build["layout"].data), tiny_build["labels"], out)
     return out
 
 
+def quality_arguments(tiny_build, baseline_json: Path, margin: str, out: Path) -> list[str]:
+    layout = tiny_build["layout"]
+    return [
+        "--reference-logits",
+        str(layout.reference_logits),
+        "--test",
+        str(tiny_build["test"]),
+        "--labels",
+        str(tiny_build["labels"]),
+        "--baseline",
+        str(baseline_json),
+        "--margin",
+        margin,
+        "--out",
+        str(out),
+    ]
+
+
 def run_quality(tiny_build, baseline_json: Path, margin: str, out: Path) -> int:
-    argv = ["--reference", str(tiny_build["saved_model"]), "--data-dir", str(tiny_build["data"]), "--baseline", str(baseline_json), "--margin", margin, "--out", str(out)]
-    return cli.run(quality.build_parser, quality.drive, argv)
+    return cli.run(quality.build_parser, quality.drive, quality_arguments(tiny_build, baseline_json, margin, out))
 
 
 def test_the_quality_gate_passes_the_tiny_model_and_records_the_comparison(tiny_build, tiny_baseline: Path, tmp_path: Path, capsys):
@@ -137,11 +171,13 @@ def test_a_reference_behind_the_baselines_fails_the_build_in_one_line(tiny_build
 
 def test_a_baseline_from_another_test_split_is_refused(tiny_build, tmp_path: Path):
     # The same texts split with another seed: same labels and sizes, other examples in the test split.
-    data.build_data(str(tiny_build["dataset"]), tmp_path / "data", (0.6, 0.2, 0.2), seed=4)
+    files = Data(tmp_path / "data")
+    data.build_data(str(tiny_build["dataset"]), files.outputs, (0.6, 0.2, 0.2), seed=4)
     other = tmp_path / "baseline.json"
-    baseline.build_baseline(tmp_path / "data", other)
+    baseline.build_baseline(split_files(files), files.labels, other)
     with pytest.raises(StageError, match="made from other labels or another test split"):
-        quality.gate_quality(tiny_build["saved_model"], tiny_build["data"], other, 3.0, tmp_path / "quality.json")
+        quality.gate_quality(tiny_build["layout"].reference_logits, tiny_build["test"], tiny_build["labels"], other, 3.0, tmp_path / "quality.json")
+    assert not (tmp_path / "quality.json").exists()
 
 
 @pytest.mark.parametrize("margin", ["-1", "nan", "inf"])
@@ -150,3 +186,46 @@ def test_a_negative_margin_is_refused_in_one_line(tiny_build, tiny_baseline: Pat
     assert run_quality(tiny_build, tiny_baseline, margin, out) == cli.EXIT_USER_ERROR
     assert capsys.readouterr().err == f"error: --margin {float(margin):g}: expected a finite number of accuracy points >= 0, such as 3\n"
     assert not out.exists()
+
+
+def test_the_build_gated_the_tiny_model_with_the_layouts_files(tiny_build):
+    record = json.loads(tiny_build["quality"].read_text())
+    assert record["passed"] is True and record["margin_points"] == 3.0
+    # The reference's figures come from the reference_logits stage's logits on the test split.
+    from edge_build.tfrecord import read_split
+
+    _, y_true = read_split(tiny_build["test"])
+    logits = np.load(tiny_build["layout"].reference_logits)
+    assert logits.shape == (6, 3) and logits.dtype == np.float32
+    assert record["reference"]["correct"] == int(np.sum(np.argmax(logits, axis=-1) == y_true))
+
+
+def test_a_missing_baseline_is_named(tiny_build, tmp_path: Path):
+    with pytest.raises(StageError, match=r"baseline\.json: baseline file not found \(run the baseline stage first\)"):
+        quality.read_baseline(tmp_path / "baseline.json", tiny_build["test"], ["astronomy", "cooking", "football"])
+
+
+def test_reference_logits_of_another_split_are_refused(tiny_build, tiny_baseline: Path, tmp_path: Path):
+    logits = tmp_path / "test_logits.npy"
+    np.save(logits, np.zeros((5, 3), np.float32))
+    with pytest.raises(StageError, match=r"test_logits\.npy: an array of shape \(5, 3\) for a split of 6 examples"):
+        quality.gate_quality(logits, tiny_build["test"], tiny_build["labels"], tiny_baseline, 3.0, tmp_path / "quality.json")
+    assert not (tmp_path / "quality.json").exists()
+
+
+GATE_IN_A_NEW_PROCESS = """
+import sys
+from edge_build import cli
+from edge_build.stages import quality
+code = cli.run(quality.build_parser, quality.drive, sys.argv[1:])
+print(code, 'tensorflow' in sys.modules)
+"""
+
+
+def test_the_gate_reads_the_test_split_and_logits_without_tensorflow(tiny_build, tiny_baseline: Path, tmp_path: Path):
+    out = tmp_path / "quality.json"
+    argv = quality_arguments(tiny_build, tiny_baseline, "100", out)
+    result = subprocess.run([sys.executable, "-c", GATE_IN_A_NEW_PROCESS, *argv], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "0 False"
+    assert json.loads(out.read_text())["passed"] is True

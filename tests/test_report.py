@@ -1,16 +1,18 @@
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import REPO, TINY_PROFILE, report_inputs, write_profile
 
-from edge_build import report
-from edge_build.config import load_profile
+from edge_build.config.profile import load_profile
 from edge_build.errors import StageError
+from edge_build.layout import Target
 from edge_build.metrics import classification_metrics
-
-from conftest import TINY_PROFILE, write_profile
+from edge_build.stages import report
 
 
 def test_metrics_on_hand_made_predictions():
@@ -35,12 +37,10 @@ def test_metrics_refuse_mismatched_arrays():
 def test_the_report_evaluates_every_artifact_against_the_reference(tiny_artifacts):
     profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
     target = tiny_artifacts["target"]
-    calibration = tiny_artifacts["calibration"] / "summary.json"
-    evaluation = report.build_report(profile, tiny_artifacts["saved_model"], target, tiny_artifacts["data"], tiny_artifacts["quality"], tiny_artifacts["train_log"], calibration,
-                                     tiny_artifacts["xla_checks"])
+    evaluation = report.build_report(profile, report_inputs(tiny_artifacts, tiny_artifacts["xla_checks"]), Target(target, "tiny"))
     assert json.loads((target / "eval.json").read_text()) == evaluation
-    assert list(evaluation["artifacts"]) == ["saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_int8"]
-    for name, result in evaluation["artifacts"].items():
+    assert list(evaluation["artifacts"]) == ["saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_fp16", "tflite_int8"]
+    for result in evaluation["artifacts"].values():
         assert result["examples"] == 6 and np.sum(result["confusion_matrix"]) == 6
         assert result["correct"] == int(np.trace(result["confusion_matrix"]))
         assert result["size_bytes"] > 0 and result["tolerance_breaches"] == []
@@ -48,20 +48,41 @@ def test_the_report_evaluates_every_artifact_against_the_reference(tiny_artifact
     assert artifacts["saved_model_cpu"]["parity"]["max_abs_logit_error"] == 0.0
     assert artifacts["saved_model_xla"]["parity"]["max_abs_logit_error"] <= 1e-4
     assert artifacts["tflite_fp32"]["parity"]["max_abs_logit_error"] <= 1e-4
-    assert artifacts["tflite_int8"]["size_bytes"] < artifacts["tflite_fp32"]["size_bytes"]
+    assert artifacts["tflite_fp16"]["parity"]["max_abs_logit_error"] <= 1e-2
+    assert artifacts["tflite_int8"]["size_bytes"] < artifacts["tflite_fp16"]["size_bytes"] < artifacts["tflite_fp32"]["size_bytes"]
+    # TF Lite figures are the tflite stage's logits on the test split.
+    from edge_build.tfrecord import read_split
+
+    _, y_true = read_split(tiny_artifacts["test"])
+    for name in ("tflite_fp32", "tflite_fp16", "tflite_int8"):
+        logits = np.load(target / f"{name}.test_logits.npy")
+        assert artifacts[name]["correct"] == int(np.sum(np.argmax(logits, axis=-1) == y_true))
     markdown = (target / "report.md").read_text()
     assert "# edge-build report: target `tiny`" in markdown
-    for section in ("| tflite_int8 |", "## TF Lite conversion", "per-layer quantization error", "## Calibration", "Confusion matrix", "## Quality floor",
-                    "## XLA SavedModel: both signatures, compiled and warmed up"):
+    for section in (
+        "| tflite_int8 |",
+        "## TF Lite conversion",
+        "per-layer quantization error",
+        "## Calibration",
+        "Confusion matrix",
+        "## Quality floor",
+        "## XLA SavedModel: both signatures, compiled and warmed up",
+    ):
         assert section in markdown
     # Both XLA signatures with parity, and per batch size compile and steady-state times, on a named device.
     checks = json.loads(tiny_artifacts["xla_checks"].read_text())
     assert "XLA's CPU backend, no GPU visible to TensorFlow" in markdown
     for signature in ("classify_ids", "serving_default"):
         figures = checks["parity"]["signatures"][signature]
-        assert f"| `{signature}` | {figures['max_abs_logit_error']:.3g} | {figures['mean_abs_logit_error']:.3g} | {figures['top1_agreement']:.4f} |" in markdown
+        assert (
+            f"| `{signature}` | {figures['max_abs_logit_error']:.3g} | {figures['mean_abs_logit_error']:.3g} | {figures['top1_agreement']:.4f} |"
+            in markdown
+        )
         for call in checks["compilation"][signature]:
-            assert f"| `{signature}` | {call['batch']} | {call['modules_compiled']} | {call['first_call_ms']:.1f} | {call['steady_p50_ms']:.3f} |" in markdown
+            assert (
+                f"| `{signature}` | {call['batch']} | {call['modules_compiled']} | {call['first_call_ms']:.1f} | {call['steady_p50_ms']:.3f} |"
+                in markdown
+            )
     reference = evaluation["reference"]
     low, high = reference["ci95"]
     assert low <= reference["accuracy"] <= high and f"(95% Wilson interval {low:.3f}–{high:.3f})" in markdown
@@ -84,7 +105,88 @@ def test_a_tolerance_breach_on_the_test_split_fails_the_report(tiny_artifacts, t
     shutil.copytree(tiny_artifacts["target"], out)
     for stale in ("eval.json", "report.md"):
         (out / stale).unlink(missing_ok=True)
-    with pytest.raises(StageError, match=r"targets/tiny.toml tolerances broken on the test split: tflite_fp32: max \|Δlogit\| .* \(allowed <= 1e-12\)"):
-        report.build_report(profile, tiny_artifacts["saved_model"], out, tiny_artifacts["data"], tiny_artifacts["quality"], tiny_artifacts["train_log"], None,
-                            tiny_artifacts["xla_checks"])
+    with pytest.raises(
+        StageError, match=r"targets/tiny.toml tolerances broken on the test split: tflite_fp32: max \|Δlogit\| .* \(allowed <= 1e-12\)"
+    ) as caught:
+        report.build_report(profile, report_inputs(tiny_artifacts, tiny_artifacts["xla_checks"]), Target(out, "tiny"))
+    assert str(caught.value).startswith(f"{tmp_path / 'targets' / 'tiny.toml'} tolerances broken")  # the profile's own file
     assert not (out / "eval.json").exists() and not (out / "report.md").exists()
+
+
+def stale_free_copy(tiny_artifacts, destination: Path) -> Path:
+    shutil.copytree(tiny_artifacts["target"], destination)
+    for stale in ("eval.json", "report.md"):
+        (destination / stale).unlink(missing_ok=True)
+    return destination
+
+
+def test_a_tflite_model_that_is_not_the_converted_one_is_refused(tiny_artifacts, tmp_path: Path):
+    # Its test logits were computed from the file the conversion wrote; a file changed since would be scored by another model's logits.
+    profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
+    out = stale_free_copy(tiny_artifacts, tmp_path / "target")
+    model = out / "model_fp16.tflite"
+    model.write_bytes(model.read_bytes() + b"\0")
+    with pytest.raises(StageError) as caught:
+        report.build_report(profile, report_inputs(tiny_artifacts, out / "xla_checks.json"), Target(out, "tiny"))
+    assert str(caught.value) == (
+        f"{model}: not the model the conversion wrote (its SHA-256 differs from {out / 'tflite_fp16.json'}); delete it and run scons"
+    )
+    assert not (out / "eval.json").exists() and not (out / "report.md").exists()
+
+
+@pytest.mark.parametrize("listed", [True, False], ids=["listed-without-record", "record-without-listing"])
+def test_the_xla_checks_record_goes_with_saved_model_xla(tiny_artifacts, tmp_path: Path, listed):
+    text = TINY_PROFILE if listed else TINY_PROFILE.replace('"saved_model_xla", ', "")
+    write_profile(tmp_path / "targets", "tiny", text)
+    profile = load_profile(tmp_path / "targets", "tiny")
+    out = stale_free_copy(tiny_artifacts, tmp_path / "target")
+    with pytest.raises(StageError, match=r"tiny\.toml: the XLA checks' record is given exactly when the profile lists saved_model_xla"):
+        report.build_report(profile, report_inputs(tiny_artifacts, None if listed else out / "xla_checks.json"), Target(out, "tiny"))
+    assert not (out / "eval.json").exists()
+
+
+def test_the_stages_after_conversion_import_no_tensorflow():
+    code = (
+        "import sys; from edge_build.stages import calibrate, quality, report, manifest, bundle, runtime_check; "
+        "print('tensorflow' in sys.modules, 'keras' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False False"
+
+
+def test_a_report_without_the_xla_savedmodel_runs_without_tensorflow(tiny_artifacts, tmp_path: Path):
+    # The reference's logits, the TF Lite models' logits and the test split are all read from files: no interpreter, no tokenizer.
+    profile_path = write_profile(tmp_path / "targets", "tiny", TINY_PROFILE.replace('"saved_model_xla", ', ""))
+    out = stale_free_copy(tiny_artifacts, tmp_path / "target")
+    layout = tiny_artifacts["layout"]
+    argv = [
+        "--profile",
+        profile_path,
+        "--target-dir",
+        out,
+        "--reference",
+        layout.reference,
+        "--reference-logits",
+        layout.reference_logits,
+        "--test",
+        layout.data.split("test"),
+        "--labels",
+        layout.data.labels,
+        "--data-summary",
+        layout.data.summary,
+        "--data-report",
+        layout.data.report[1],
+        "--quality",
+        layout.quality,
+        "--train-log",
+        layout.train_log,
+        "--calibration-summary",
+        layout.calibration_summary,
+    ]
+    code = "import sys; from edge_build import cli; from edge_build.stages import report; c = cli.run(report.build_parser, report.drive, sys.argv[1:]); print(c, 'tensorflow' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code, *map(str, argv)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "0 False"
+    evaluation = json.loads((out / "eval.json").read_text())
+    assert list(evaluation["artifacts"]) == ["saved_model_cpu", "tflite_fp32", "tflite_fp16", "tflite_int8"]
+    assert evaluation["artifacts"]["saved_model_cpu"]["parity"]["max_abs_logit_error"] == 0.0

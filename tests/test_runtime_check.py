@@ -1,6 +1,7 @@
-"""The device runner in its own process, parity arithmetic, gates and the latency report."""
+"""The runtime runner in its own process, parity arithmetic, gates and the latency report."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -8,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from edge_build import device_check
-from edge_build.config import load_profile
-from edge_build.device.golden import compare, load_golden
-from edge_build.errors import StageError
-
 from conftest import TINY_PROFILE, write_profile
+
+from edge_build.board.parity import compare, load_golden
+from edge_build.config.profile import load_profile
+from edge_build.errors import StageError
+from edge_build.layout import Target
+from edge_build.stages import runtime_check
 
 
 def test_parity_arithmetic_on_hand_made_logits():
@@ -33,17 +34,23 @@ def test_parity_arithmetic_on_hand_made_logits():
 
 def test_nan_logits_break_every_tolerance():
     from edge_build import parity
-    from edge_build.config import Tolerances
+    from edge_build.config.profile import Tolerances
 
     reference = np.array([[1.0, 0.0], [0.0, 1.0]])
     figures = compare(reference, np.full_like(reference, np.nan), np.array([0, 1]))
-    assert parity.breaches("tflite_fp32", figures, Tolerances()) and parity.breaches("tflite_int8", figures, Tolerances())
+    for artifact in ("tflite_fp32", "tflite_fp16", "tflite_int8"):
+        assert parity.breaches(artifact, figures, Tolerances()), artifact
+
+
+def read_test_split(tiny_artifacts) -> runtime_check.TestSplit:
+    layout = tiny_artifacts["layout"]
+    return runtime_check.TestSplit.read(layout.data.split("test"), layout.token_ids("test"), layout.reference_logits, layout.data.labels)
 
 
 def test_the_checks_cover_every_artifact_on_every_runtime(tiny_artifacts):
     summary = json.loads((tiny_artifacts["target"] / "device_checks.json").read_text())
-    assert set(summary["checks"]) == {"tflite_fp32", "tflite_int8"}
-    for artifact, per in summary["checks"].items():
+    assert set(summary["checks"]) == {"tflite_fp32", "tflite_fp16", "tflite_int8"}
+    for per in summary["checks"].values():
         result = per["tflite-runtime"]
         assert result["status"] == "ok" and result["problems"] == [] and not result["emulated"]
         assert result["runtime_version"] == "2.14.0" and result["machine"]
@@ -54,6 +61,13 @@ def test_the_checks_cover_every_artifact_on_every_runtime(tiny_artifacts):
         assert latency["load_ms"] > 0 and latency["first_invoke_ms"] > 0 and latency["examples_per_second"] > 0
         assert 0 < result["peak_rss_mb"] < 500  # the runner's own memory, not TensorFlow's
     assert summary["checks"]["tflite_fp32"]["tflite-runtime"]["parity"]["max_abs_logit_error"] < 1e-4
+    assert summary["checks"]["tflite_fp16"]["tflite-runtime"]["parity"]["max_abs_logit_error"] < 1e-2
+    # The machine-independent figures the manifest records: no timings, nothing about the machine.
+    device_parity = json.loads((tiny_artifacts["target"] / "device_parity.json").read_text())
+    assert device_parity == {
+        artifact: {"tflite-runtime": {key: per["tflite-runtime"]["parity"][key] for key in ("top1_agreement", "max_abs_logit_error", "accuracy")}}
+        for artifact, per in summary["checks"].items()
+    }
     golden = load_golden(str(tiny_artifacts["target"] / "golden.npz"))
     assert golden["ids"].dtype == np.int32 and golden["ids"].shape == (6, 24) and golden["reference_logits"].shape == (6, 3)
     assert (tiny_artifacts["target"] / "latency.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -62,26 +76,30 @@ def test_the_checks_cover_every_artifact_on_every_runtime(tiny_artifacts):
 def copy_target(tiny_artifacts, tmp_path: Path) -> Path:
     target = tmp_path / "target"
     shutil.copytree(tiny_artifacts["target"], target)
-    for name in device_check.OUTPUT_FILES:
-        (target / name).unlink()
+    for path in Target(target, "tiny").runtime_check_outputs:
+        path.unlink()
     return target
+
+
+def outputs_of(target: Path) -> list[Path]:
+    return Target(target, "tiny").runtime_check_outputs
 
 
 def test_a_tolerance_tighter_than_the_model_fails_with_a_table(tiny_artifacts, tmp_path: Path, capsys):
     write_profile(tmp_path / "targets", "tiny", TINY_PROFILE.replace("fp32_max_abs_logit = 1e-4", "fp32_max_abs_logit = 1e-12"))
     target = copy_target(tiny_artifacts, tmp_path)
-    with pytest.raises(StageError, match="device checks failed for targets/tiny.toml"):
-        device_check.device_checks(load_profile(tmp_path / "targets", "tiny"), tiny_artifacts["saved_model"], target, tiny_artifacts["data"])
+    with pytest.raises(StageError, match=re.escape(f"runtime checks failed for {tmp_path / 'targets' / 'tiny.toml'} (table above)")):
+        runtime_check.runtime_checks(load_profile(tmp_path / "targets", "tiny"), read_test_split(tiny_artifacts), Target(target, "tiny"))
     table = capsys.readouterr().err
     assert "tflite_fp32" in table and "tflite-runtime" in table and "max |Δlogit|" in table and "(allowed <= 1e-12)" in table
-    assert not any((target / name).exists() for name in device_check.OUTPUT_FILES)
+    assert not any(path.exists() for path in outputs_of(target))
 
 
 def test_a_latency_budget_breach_fails(tiny_artifacts, tmp_path: Path, capsys):
     write_profile(tmp_path / "targets", "tiny", TINY_PROFILE.replace("int8_p50_ms = 1000.0", "int8_p50_ms = 0.000001"))
     target = copy_target(tiny_artifacts, tmp_path)
     with pytest.raises(StageError):
-        device_check.device_checks(load_profile(tmp_path / "targets", "tiny"), tiny_artifacts["saved_model"], target, tiny_artifacts["data"])
+        runtime_check.runtime_checks(load_profile(tmp_path / "targets", "tiny"), read_test_split(tiny_artifacts), Target(target, "tiny"))
     assert "(budget <= 1e-06 ms)" in capsys.readouterr().err
 
 
@@ -99,17 +117,17 @@ def test_a_corrupted_model_is_reported_as_such(tiny_artifacts, tmp_path: Path, c
     size = model.stat().st_size
     model.write_bytes(damage(model.read_bytes()))
     profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
-    with pytest.raises(StageError, match="device checks failed"):
-        device_check.device_checks(profile, tiny_artifacts["saved_model"], target, tiny_artifacts["data"])
+    with pytest.raises(StageError, match="runtime checks failed"):
+        runtime_check.runtime_checks(profile, read_test_split(tiny_artifacts), Target(target, "tiny"))
     assert message.format(model=model, third=size // 3, size=size) in capsys.readouterr().err
-    assert not any((target / name).exists() for name in device_check.OUTPUT_FILES)
+    assert not any(path.exists() for path in outputs_of(target))
 
 
 def test_a_model_a_runtime_cannot_load_is_a_failure_not_a_traceback(tiny_artifacts, tmp_path: Path):
     junk = tmp_path / "junk.tflite"
     junk.write_bytes(b"not a flatbuffer at all" * 10)
     profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
-    outcome = device_check.run_on_device(junk, "tflite-runtime", tiny_artifacts["target"] / "golden.npz", profile, tmp_path)
+    outcome = runtime_check.run_in_environment(junk, "tflite-runtime", tiny_artifacts["target"] / "golden.npz", profile, tmp_path)
     assert outcome["status"].startswith("failed: ") and str(junk) in outcome["status"]
 
 
@@ -122,12 +140,12 @@ def test_a_model_a_runtime_cannot_load_is_a_failure_not_a_traceback(tiny_artifac
     ],
     ids=["first-100-bytes", "first-third", "random-bytes"],
 )
-def test_the_device_runner_refuses_a_damaged_model_in_one_line(tiny_artifacts, tmp_path: Path, damage, message: str):
+def test_the_runtime_runner_refuses_a_damaged_model_in_one_line(tiny_artifacts, tmp_path: Path, damage, message: str):
     # Unchecked, tflite-runtime 2.14 dies of SIGSEGV on both cuts and answers "'utf-8' codec can't decode" to the random bytes.
     model = tmp_path / "model.tflite"
     model.write_bytes(damage(tiny_artifacts["tflite_int8"].read_bytes()))
     out = tmp_path / "result.json"
-    result = subprocess.run([sys.executable, "-m", "edge_build.device.bench", str(model), "--out", str(out)], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "edge_build.board.bench", str(model), "--out", str(out)], capture_output=True, text=True)
     assert result.returncode == 4
     assert result.stderr.startswith(f"error: {model}: {message}") and result.stderr.count("\n") == 1
     assert not out.exists()
@@ -138,51 +156,90 @@ def test_a_crash_a_hang_and_a_missing_runtime_are_results_not_exceptions(tiny_ar
     golden = tiny_artifacts["target"] / "golden.npz"
     outcomes = {
         "crash": subprocess.CompletedProcess([], -11, "", ""),
-        "missing": subprocess.CompletedProcess([], 3, "", "error: ai-edge-litert is not installed for /usr/bin/python3 (pip install ai-edge-litert)\n"),
+        "missing": subprocess.CompletedProcess(
+            [], 3, "", "error: ai-edge-litert is not installed for /usr/bin/python3 (pip install ai-edge-litert)\n"
+        ),
     }
     for case, completed in outcomes.items():
         monkeypatch.setattr(subprocess, "run", lambda *a, completed=completed, **k: completed)
-        outcome = device_check.run_on_device(tiny_artifacts["tflite_int8"], "tflite-runtime", golden, profile, tmp_path)
-        assert outcome["status"] == {"crash": "crashed (signal 11)", "missing": "missing: ai-edge-litert is not installed for /usr/bin/python3 (pip install ai-edge-litert)"}[case]
+        outcome = runtime_check.run_in_environment(tiny_artifacts["tflite_int8"], "tflite-runtime", golden, profile, tmp_path)
+        assert (
+            outcome["status"]
+            == {
+                "crash": "crashed (signal 11)",
+                "missing": "missing: ai-edge-litert is not installed for /usr/bin/python3 (pip install ai-edge-litert)",
+            }[case]
+        )
 
     def hang(*args, **kwargs):
         raise subprocess.TimeoutExpired(args[0], kwargs["timeout"])
 
     monkeypatch.setattr(subprocess, "run", hang)
-    assert device_check.run_on_device(tiny_artifacts["tflite_int8"], "tflite-runtime", golden, profile, tmp_path) == {"status": "timed out after 300 s"}
+    assert runtime_check.run_in_environment(tiny_artifacts["tflite_int8"], "tflite-runtime", golden, profile, tmp_path) == {
+        "status": "timed out after 300 s"
+    }
 
 
 @pytest.mark.parametrize(
-    "device_python, status",
+    "runtime_python, status",
     [
         ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", "crashed (signal 11)"),
         ("import time; time.sleep(60)", "timed out after 1 s"),
     ],
     ids=["crash", "hang"],
 )
-def test_a_runtime_that_crashes_or_hangs_fails_the_stage_and_writes_nothing(tiny_artifacts, tmp_path: Path, capsys, device_python: str, status: str):
+def test_a_runtime_that_crashes_or_hangs_fails_the_stage_and_writes_nothing(tiny_artifacts, tmp_path: Path, capsys, runtime_python: str, status: str):
     from edge_build import cli
 
-    profile = write_profile(tmp_path / "targets", "tiny", TINY_PROFILE + "timeout_s = 1\n")  # [device] is the profile's last table
-    # A device Python that dies of a signal or never answers, as a runtime does on a model it mishandles.
-    device_env = tmp_path / "env.json"
-    device_env.write_text(json.dumps({"python": [sys.executable, "-c", device_python], "pythonpath": [], "emulated": False, "runtimes": {"tflite-runtime": {"checkable": True}}}))
+    assert TINY_PROFILE.rstrip().endswith("runs = 20")  # [checks] is the profile's last table
+    profile = write_profile(tmp_path / "targets", "tiny", TINY_PROFILE + "timeout_s = 1\n")
+    # A runtime environment's Python that dies of a signal or never answers, as a runtime does on a model it mishandles.
+    runtime_env = tmp_path / "env.json"
+    runtime_env.write_text(
+        json.dumps(
+            {
+                "python": [sys.executable, "-c", runtime_python],
+                "pythonpath": [],
+                "emulated": False,
+                "runtimes": {"tflite-runtime": {"checkable": True}},
+            }
+        )
+    )
     target = copy_target(tiny_artifacts, tmp_path)
-    argv = ["--profile", str(profile), "--reference", str(tiny_artifacts["saved_model"]), "--target-dir", str(target), "--data-dir", str(tiny_artifacts["data"]), "--device-env", str(device_env)]
-    assert cli.run(device_check.build_parser, device_check.drive, argv) == cli.EXIT_USER_ERROR
+    layout = tiny_artifacts["layout"]
+    argv = [
+        "--profile",
+        str(profile),
+        "--target-dir",
+        str(target),
+        "--test",
+        str(layout.data.split("test")),
+        "--test-ids",
+        str(layout.token_ids("test")),
+        "--reference-logits",
+        str(layout.reference_logits),
+        "--labels",
+        str(layout.data.labels),
+        "--runtime-env",
+        str(runtime_env),
+    ]
+    assert cli.run(runtime_check.build_parser, runtime_check.drive, argv) == cli.EXIT_USER_ERROR
     err = capsys.readouterr().err
-    assert err.count(status) == 2  # one row per TF Lite artifact
-    assert err.endswith(f"error: {target}: device checks failed for targets/tiny.toml (table above)\n")
-    assert not any((target / name).exists() for name in device_check.OUTPUT_FILES)
+    assert err.count(status) == 3  # one row per TF Lite artifact
+    assert err.endswith(f"error: {target}: runtime checks failed for {profile} (table above)\n")
+    assert not any(path.exists() for path in outputs_of(target))
 
 
-def test_the_device_code_never_imports_tensorflow():
-    package = Path(__file__).resolve().parents[1] / "edge_build" / "device"
-    for source in package.glob("*.py"):
+def test_the_board_code_never_imports_tensorflow():
+    package = Path(__file__).resolve().parents[1] / "edge_build" / "board"
+    sources = sorted(package.glob("*.py"))
+    assert {"bench.py", "launch.py", "parity.py", "runtime.py", "wordpiece.py"} <= {source.name for source in sources}
+    for source in sources:
         text = source.read_text()
         assert "import tensorflow" not in text and "from tensorflow" not in text, source
-        assert "from edge_build" not in text, f"{source}: device code must run without edge-build installed"
-    probe = "import sys, edge_build.device.bench, edge_build.device.bundle, edge_build.device.wordpiece; print('tensorflow' in sys.modules)"
+        assert "from edge_build" not in text and "import edge_build" not in text, f"{source}: board code must run without edge-build installed"
+    modules = ", ".join(f"edge_build.board.{source.stem}" for source in sources if source.stem != "__init__")
+    probe = f"import sys, {modules}; print('tensorflow' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "False"
 
 
@@ -194,13 +251,15 @@ def test_the_device_code_never_imports_tensorflow():
         ("tflite_int8", {"top1_agreement": 0.99, "reference_accuracy": 0.97, "accuracy": 0.95}, ["accuracy drop 0.02 (allowed <= 0.01)"]),
         ("tflite_fp32", {"max_abs_logit_error": 5e-5}, []),
         ("tflite_fp32", {"max_abs_logit_error": 2e-4}, ["max |Δlogit| 0.0002 (allowed <= 0.0001)"]),
+        ("tflite_fp16", {"max_abs_logit_error": 1e-3}, []),
+        ("tflite_fp16", {"max_abs_logit_error": 3e-3}, ["max |Δlogit| 0.003 (allowed <= 0.002)"]),
         ("saved_model_xla", {"max_abs_logit_error": 1e-3}, ["max |Δlogit| 0.001 (allowed <= 0.0001)"]),
         ("saved_model_cpu", {"max_abs_logit_error": 1.0}, []),
     ],
 )
 def test_tolerances_pass_and_fail_on_hand_made_figures(artifact, figures, broken):
     from edge_build import parity
-    from edge_build.config import Tolerances
+    from edge_build.config.profile import Tolerances
 
     assert parity.breaches(artifact, figures, Tolerances()) == broken
 
@@ -214,7 +273,9 @@ def test_the_bundle_cli_verifies_and_extracts(tiny_artifacts, tmp_path: Path):
         info = tarfile.TarInfo("../outside.txt")
         info.size = 2
         tar.addfile(info, io.BytesIO(b"hi"))
-    result = subprocess.run([sys.executable, "-m", "edge_build.device.bundle", "extract", str(archive), str(tmp_path / "out")], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "edge_build.board.launch", "extract", str(archive), str(tmp_path / "out")], capture_output=True, text=True
+    )
     assert result.returncode == 2 and "would be written outside" in result.stderr
-    result = subprocess.run([sys.executable, "-m", "edge_build.device.bundle", "verify", str(tmp_path)], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "edge_build.board.launch", "verify", str(tmp_path)], capture_output=True, text=True)
     assert result.returncode == 2 and "manifest.json: cannot read the manifest" in result.stderr

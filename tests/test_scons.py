@@ -13,16 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import REPO, TINY_HPARAMS, TINY_PROFILE, write_profile, write_tiny_dataset
 
 from edge_build import reproducible
-from edge_build.data import OUTPUT_FILES as DATA_FILES
+from edge_build.layout import Layout
 from edge_build.saved_model import files as saved_model_files
-
-from conftest import REPO, TINY_HPARAMS, TINY_PROFILE, write_profile, write_tiny_dataset
 
 pytestmark = pytest.mark.slow
 SCONS = [sys.executable, "-m", "SCons"]
-STAGE_COMMAND = re.compile(r"-m edge_build\.(\w+) (?:--precision (\w+))?")
+STAGE_COMMAND = re.compile(r"-m edge_build\.stages\.(\w+) (?:--artifact (\w+))?")
 
 
 def scons(*arguments: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -33,8 +32,8 @@ def scons(*arguments: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 def stages_run(result: subprocess.CompletedProcess) -> list[str]:
-    """The stages SCons ran, in order; a TF Lite conversion is named with its precision."""
-    return [f"{stage}-{precision}" if precision else stage for stage, precision in STAGE_COMMAND.findall(result.stdout)]
+    """The stages SCons ran, in order; a TF Lite conversion is named by its artifact."""
+    return [artifact or stage for stage, artifact in STAGE_COMMAND.findall(result.stdout)]
 
 
 def mtimes(paths) -> dict:
@@ -57,24 +56,64 @@ def project(tmp_path_factory) -> dict:
         "calibration": calibration,
         "targets": root / "targets",
         "args": [
-            f"dataset={write_tiny_dataset(root / 'dataset')}", f"hparams={hparams}", f"build_dir={root / 'build'}", "split=60/20/20",
-            f"targets_dir={root / 'targets'}", "target=tiny", f"calibration={calibration}",
+            f"dataset={write_tiny_dataset(root / 'dataset')}",
+            f"hparams={hparams}",
+            f"build_dir={root / 'build'}",
+            "split=60/20/20",
+            f"targets_dir={root / 'targets'}",
+            "target=tiny",
+            f"calibration={calibration}",
         ],
     }
 
 
 def test_a_clean_build_runs_every_stage_and_reports(project):
     result = scons(*project["args"])
-    assert sorted(stages_run(result)) == sorted(["data", "vocab", "data_report", "train", "export", "export", "baseline", "quality", "calibrate", "tflite-fp32", "tflite-int8",
-                                                 "device_check", "xla_check", "report", "manifest", "bundle"])
+    assert sorted(stages_run(result)) == sorted(
+        [
+            "data",
+            "vocab",
+            "data_report",
+            "train",
+            "export",
+            "export",
+            "baseline",
+            "quality",
+            "calibrate",
+            "tflite_fp32",
+            "tflite_fp16",
+            "tflite_int8",
+            "tokenize",
+            "reference_logits",
+            "runtime_check",
+            "xla_check",
+            "report",
+            "manifest",
+            "bundle",
+        ]
+    )
     build = project["build"]
-    for name in DATA_FILES:
-        assert (build / "data" / name).is_file()
+    for path in Layout(build).data.outputs:
+        assert path.is_file()
     for flavour in ("reference/saved_model_cpu", "tiny/saved_model_cpu", "tiny/saved_model_xla"):
         for name in saved_model_files(jit_compile=flavour.endswith("xla")):
             assert (build / flavour / "1" / name).is_file()
-    for name in ("model_fp32.tflite", "model_int8.tflite", "tflite_fp32.json", "tflite_int8.json", "golden.npz", "device_checks.json", "xla_checks.json",
-                 "latency.png", "eval.json", "report.md", "manifest.json", "bundle-tiny.tar.gz", "bundle/manifest.json", "bundle/bench.py"):
+    for name in (
+        "model_fp32.tflite",
+        "model_int8.tflite",
+        "tflite_fp32.json",
+        "tflite_int8.json",
+        "golden.npz",
+        "device_checks.json",
+        "xla_checks.json",
+        "latency.png",
+        "eval.json",
+        "report.md",
+        "manifest.json",
+        "bundle-tiny.tar.gz",
+        "bundle/manifest.json",
+        "bundle/bench.py",
+    ):
         assert (build / "tiny" / name).is_file()
     assert (build / "calibration" / "representative.npy").is_file()
     evaluation = json.loads((build / "tiny" / "eval.json").read_text())
@@ -83,8 +122,8 @@ def test_a_clean_build_runs_every_stage_and_reports(project):
     assert "quality: passed; reference test accuracy" in result.stdout
     for name in ("report.md", "report.json"):
         assert (build / "data" / name).is_file()
-    assert "device: tflite_int8 on tflite-runtime 2.14.0: top-1 agreement" in result.stdout
-    assert "## Device runtimes" in (build / "tiny" / "report.md").read_text()
+    assert "runtime check: tflite_int8 on tflite-runtime 2.14.0: top-1 agreement" in result.stdout
+    assert "## Runtime checks" in (build / "tiny" / "report.md").read_text()
     assert "## XLA SavedModel: both signatures, compiled and warmed up" in (build / "tiny" / "report.md").read_text()
     assert "XLA check: serving_default and classify_ids each compile XLA in a fresh process" in result.stdout
     assert "reload check: serving_default in a fresh process matches the trained model" in result.stdout
@@ -97,14 +136,14 @@ def test_a_second_build_does_nothing(project):
 
 
 def stage_pids(stage: str) -> list[int]:
-    """Processes running ``python -m edge_build.<stage>`` (read from /proc: no psutil needed)."""
+    """Processes running ``python -m edge_build.stages.<stage>`` (read from /proc: no psutil needed)."""
     pids = []
     for entry in Path("/proc").iterdir():
         try:
             command = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if entry.name.isdigit() and f"edge_build.{stage}".encode() in command:
+        if entry.name.isdigit() and f"edge_build.stages.{stage}".encode() in command:
             pids.append(int(entry.name))
     return pids
 
@@ -154,20 +193,38 @@ def test_verify_reproducible_builds_twice_with_j2_and_both_match_the_j1_build(pr
     assert not reproducible.not_reproduced(compared), compared
 
 
+RETRAINED = [
+    "train",
+    "export",
+    "export",
+    "reference_logits",
+    "quality",
+    "tflite_fp32",
+    "tflite_fp16",
+    "tflite_int8",
+    "runtime_check",
+    "xla_check",
+    "report",
+    "manifest",
+    "bundle",
+]
+
+
 def test_a_hyperparameter_change_retrains_but_does_not_resplit(project):
     weights = project["build"] / "model" / "model.weights.h5"
-    before = {name: (project["build"] / "data" / name).stat().st_mtime_ns for name in DATA_FILES}
+    data_files = Layout(project["build"]).data.outputs
+    before = mtimes(data_files)
     old_weights = weights.read_bytes()
     project["hparams"].write_text(TINY_HPARAMS.replace("learning_rate = 0.05", "learning_rate = 0.02"), encoding="utf-8")
     result = scons(*project["args"])
-    assert sorted(stages_run(result)) == sorted(["train", "export", "export", "quality", "tflite-fp32", "tflite-int8", "device_check", "xla_check", "report", "manifest", "bundle"])
+    assert sorted(stages_run(result)) == sorted(RETRAINED)
     assert weights.read_bytes() != old_weights
-    assert {name: (project["build"] / "data" / name).stat().st_mtime_ns for name in DATA_FILES} == before
+    assert mtimes(data_files) == before
 
 
 def test_a_command_line_override_retrains(project):
     result = scons(*project["args"], "epochs=1")
-    assert sorted(stages_run(result)) == sorted(["train", "export", "export", "quality", "tflite-fp32", "tflite-int8", "device_check", "xla_check", "report", "manifest", "bundle"])
+    assert sorted(stages_run(result)) == sorted(RETRAINED)
     log = json.loads((project["build"] / "model" / "train_log.json").read_text())
     assert len(log["epochs"]) == 1
 
@@ -176,13 +233,16 @@ def test_a_calibration_edit_rebuilds_only_the_int8_model_and_what_follows(projec
     scons(*project["args"])  # back to the hyperparameters' epochs after the override above
     build = project["build"]
     upstream = [build / "model" / "model.weights.h5", build / "tiny" / "model_fp32.tflite"]
-    upstream += [build / flavour / "1" / name for flavour in ("reference/saved_model_cpu", "tiny/saved_model_cpu", "tiny/saved_model_xla")
-                 for name in saved_model_files(jit_compile=flavour.endswith("xla"))]
+    upstream += [
+        build / flavour / "1" / name
+        for flavour in ("reference/saved_model_cpu", "tiny/saved_model_cpu", "tiny/saved_model_xla")
+        for name in saved_model_files(jit_compile=flavour.endswith("xla"))
+    ]
     before = mtimes(upstream)
     int8 = (build / "tiny" / "model_int8.tflite").read_bytes()
     (project["calibration"] / "calibration.toml").write_text("samples = 9\nseed = 3\n", encoding="utf-8")
     result = scons(*project["args"], "--debug=explain")
-    assert stages_run(result) == ["calibrate", "tflite-int8", "device_check", "report", "manifest", "bundle"]
+    assert stages_run(result) == ["calibrate", "tflite_int8", "runtime_check", "report", "manifest", "bundle"]
     assert "because" in result.stdout and "calibration.toml" in result.stdout
     assert mtimes(upstream) == before
     assert (build / "tiny" / "model_int8.tflite").read_bytes() != int8
@@ -191,7 +251,11 @@ def test_a_calibration_edit_rebuilds_only_the_int8_model_and_what_follows(projec
 
 def test_new_warm_up_batch_sizes_re_export_only_the_xla_flavour(project):
     build = project["build"]
-    others = [build / flavour / "1" / name for flavour in ("reference/saved_model_cpu", "tiny/saved_model_cpu") for name in saved_model_files(jit_compile=False)]
+    others = [
+        build / flavour / "1" / name
+        for flavour in ("reference/saved_model_cpu", "tiny/saved_model_cpu")
+        for name in saved_model_files(jit_compile=False)
+    ]
     before = mtimes([*others, build / "model" / "model.weights.h5"])
     profile = project["targets"] / "tiny.toml"
     # The profile keeps the new sizes: the tests after this one build on it, and a rebuild to undo it costs a minute.
@@ -202,6 +266,33 @@ def test_new_warm_up_batch_sizes_re_export_only_the_xla_flavour(project):
     assert mtimes([*others, build / "model" / "model.weights.h5"]) == before
     assert json.loads((build / "tiny" / "saved_model_xla" / "1" / "assets.extra" / "metadata.json").read_text())["warmup_batch_sizes"] == [1, 4]
     assert [c["batch"] for c in json.loads((build / "tiny" / "xla_checks.json").read_text())["compilation"]["classify_ids"]] == [1, 4]
+
+
+def test_editing_only_latency_budgets_reruns_only_the_checks_and_the_report(project):
+    profile = project["targets"] / "tiny.toml"
+    original = profile.read_text()
+    profile.write_text(original.replace("fp32_p50_ms = 1000.0", "fp32_p50_ms = 900.0"), encoding="utf-8")
+    try:
+        result = scons(*project["args"])
+        assert sorted(stages_run(result)) == ["report", "runtime_check"]
+        checks = json.loads((project["build"] / "tiny" / "device_checks.json").read_text())
+        assert checks["checks"]["tflite_fp32"]["tflite-runtime"]["latency_budget_ms"] == 900.0
+    finally:
+        profile.write_text(original, encoding="utf-8")
+    assert sorted(stages_run(scons(*project["args"]))) == ["report", "runtime_check"]
+
+
+def test_editing_the_boards_tokenizer_reruns_only_the_bundle(project):
+    wordpiece = REPO / "edge_build" / "board" / "wordpiece.py"
+    original = wordpiece.read_text()
+    wordpiece.write_text(original + "\n# an edit\n", encoding="utf-8")
+    try:
+        result = scons(*project["args"])
+        assert stages_run(result) == ["bundle"]
+        assert (project["build"] / "tiny" / "bundle" / "board" / "wordpiece.py").read_text().endswith("# an edit\n")
+    finally:
+        wordpiece.write_text(original, encoding="utf-8")
+    assert stages_run(scons(*project["args"])) == ["bundle"]
 
 
 def test_a_quality_margin_change_reruns_only_the_gate_and_the_report(project):
@@ -218,7 +309,10 @@ def test_a_crippled_model_fails_the_quality_gate_in_one_line(project, tmp_path: 
     result = scons(*args, "quality", check=False)
     assert result.returncode != 0
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    assert re.match(r"error: quality gate: the reference model's test accuracy 0\.\d{4} \(macro F1 0\.\d{4}\) is [\d.]+ points below the classical baseline's 1\.0000 ", line), line
+    assert re.match(
+        r"error: quality gate: the reference model's test accuracy 0\.\d{4} \(macro F1 0\.\d{4}\) is [\d.]+ points below the classical baseline's 1\.0000 ",
+        line,
+    ), line
     assert not (tmp_path / "build" / "quality" / "quality.json").exists()
 
 
@@ -226,7 +320,7 @@ def test_the_calibrate_alias_regenerates_only_calibrated_models(project):
     (project["calibration"] / "field.txt").write_text("A striker and a keeper at the match\n", encoding="utf-8")
     (project["calibration"] / "calibration.toml").write_text('samples = 9\nseed = 3\nfield_samples = "field.txt"\n', encoding="utf-8")
     result = scons(*project["args"], "calibrate")
-    assert stages_run(result) == ["calibrate", "tflite-int8"]
+    assert stages_run(result) == ["calibrate", "tflite_int8"]
 
 
 def test_a_stage_alias_builds_only_up_to_that_stage(project, tmp_path: Path):
@@ -264,12 +358,20 @@ def test_target_list_and_unknown_targets():
 @pytest.mark.parametrize(
     "old, new, message",
     [
-        ('name = "tflite-runtime"', 'name = "tflite-runtime"\nflex_delegate = true', "key 'runtimes.flex_delegate': tflite-runtime's wheels have no Flex delegate (allowed: false)"),
-        ('description = "tests', 'description = tests', "not valid TOML: Invalid value (at line 2, column 15)"),
-        ("[device]", "[device]\ntimeout = 5", "unknown key 'device.timeout' (allowed: golden_examples, threads, batch, warmup, runs, timeout_s)"),
-        ("runs = 20", 'runs = "20"', "key 'device.runs' must be an integer, not str '20'"),
-        ('"tflite_int8"]', '"tflite_int16"]', "key 'artifacts': unknown artifact 'tflite_int16' (allowed: saved_model_cpu, saved_model_xla, tflite_fp32, tflite_int8)"),
-        ('name = "tflite-runtime"', 'name = "tensorrt"', "key 'runtimes.name' is 'tensorrt' (allowed: tflite-runtime, ai-edge-litert)"),
+        (
+            'name = "tflite-runtime"',
+            'name = "tflite-runtime"\nflex_delegate = true',
+            "key 'runtimes.flex_delegate': tflite-runtime's wheels have no Flex delegate (allowed: false)",
+        ),
+        ('description = "tests', "description = tests", "not valid TOML: Invalid value (at line 2, column 15)"),
+        ("[checks]", "[checks]\ntimeout = 5", "unknown key 'checks.timeout' (allowed: golden_examples, threads, batch, warmup, runs, timeout_s)"),
+        ("runs = 20", 'runs = "20"', "key 'checks.runs' must be an integer, not str '20'"),
+        (
+            '"tflite_int8"]',
+            '"tflite_int16"]',
+            "key 'artifacts': unknown artifact 'tflite_int16' (allowed: saved_model_cpu, saved_model_xla, tflite_fp32, tflite_fp16, tflite_int8)",
+        ),
+        ('name = "tflite-runtime"', 'name = "tensorrt"', "key 'runtimes.name': unknown runtime 'tensorrt' (allowed: tflite-runtime, ai-edge-litert)"),
     ],
     ids=["flex-delegate", "malformed-toml", "unknown-key", "wrong-type", "unknown-artifact", "unknown-runtime"],
 )
@@ -313,6 +415,6 @@ def test_a_warm_cache_is_fetched_from_instead_of_training(project, tmp_path: Pat
     ran = stages_run(second)
     assert "train" not in ran and "vocab" not in ran and "tflite" not in " ".join(ran)
     assert re.search(r"Retrieved `[^']*model\.weights\.h5' from cache", second.stdout)
-    assert "device_check" in ran and "xla_check" in ran, "device and XLA timings are measured on the machine, never fetched"
+    assert "runtime_check" in ran and "xla_check" in ran, "runtime and XLA timings are measured on the machine, never fetched"
     for name in ("model/model.weights.h5", "tiny/model_int8.tflite", "tiny/model_fp32.tflite", "tiny/manifest.json", "tiny/bundle-tiny.tar.gz"):
         assert (tmp_path / "build" / name).read_bytes() == built[Path(name)], name

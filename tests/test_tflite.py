@@ -5,12 +5,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from edge_build import tflite
-from edge_build.config import load_profile
-from edge_build.errors import StageError
-
 from conftest import REPO, TINY_PROFILE, write_profile
+
+from edge_build.config.profile import load_profile
+from edge_build.errors import StageError
+from edge_build.provenance import sha256_file
+from edge_build.stages import tflite
 
 
 def read_report(paths, precision: str) -> dict:
@@ -50,6 +50,68 @@ def test_the_per_layer_quantization_error_is_reported(tiny_artifacts):
     assert errors == sorted(errors, key=lambda e: -e["rmse_in_steps"])
 
 
+def float_weight_bytes(path: Path) -> dict[str, int]:
+    """Bytes of the model's constant float tensors, per type, read from the flatbuffer."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromPackedBuf(bytearray(path.read_bytes()), 0)
+    names = {v: k for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
+    sizes: dict[str, int] = {}
+    for tensor in model.subgraphs[0].tensors:
+        data = model.buffers[tensor.buffer].data
+        if data is not None and len(data) and names[tensor.type].startswith("FLOAT"):
+            sizes[names[tensor.type]] = sizes.get(names[tensor.type], 0) + len(data)
+    return sizes
+
+
+def test_fp16_halves_the_weights_and_keeps_float_arithmetic(tiny_artifacts):
+    fp16, fp32 = read_report(tiny_artifacts, "fp16"), read_report(tiny_artifacts, "fp32")
+    assert fp16["converter"]["supported_types"] == ["float16"] and fp16["converter"]["optimizations"] == ["DEFAULT"]
+    assert fp16["converter"]["supported_ops"] == ["TFLITE_BUILTINS"] and fp16["converter"]["calibration_samples"] == 0
+    assert "supported_types" not in fp32["converter"]
+    # Every float weight is stored as float16, at half the bytes; the tiny model's file is mostly
+    # flatbuffer and the DEQUANTIZE ops' tensors, so there the file shrinks by less than half.
+    weights16, weights32 = float_weight_bytes(tiny_artifacts["tflite_fp16"]), float_weight_bytes(tiny_artifacts["tflite_fp32"])
+    assert set(weights16) == {"FLOAT16"} and set(weights32) == {"FLOAT32"}
+    assert 2 * weights16["FLOAT16"] == weights32["FLOAT32"]
+    assert fp16["float_constants"] == [] and len(fp32["float_constants"]) == fp16["tensor_types"]["FLOAT16"]
+    assert fp16["size_bytes"] < fp32["size_bytes"]
+    assert tiny_artifacts["tflite_fp16"].stat().st_size == fp16["size_bytes"]
+    # Dequantized to float32 when the model loads: float arithmetic, float logits, int32 ids in.
+    assert {op["op"] for op in fp16["operators"]} == {op["op"] for op in fp32["operators"]} | {"DEQUANTIZE"}
+    assert "INT8" not in fp16["tensor_types"] and "quantization_errors" not in fp16
+    run = fp16["runtimes"]["tflite-runtime"]
+    assert run["ok"] and run["inputs"][0]["dtype"] == "int32" and run["outputs"][0]["dtype"] == "float32"
+    assert 0 < fp16["validation_parity"]["max_abs_logit_error"] <= 1e-2 and fp16["validation_parity"]["top1_agreement"] == 1.0
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "int8"])
+def test_the_test_logits_are_the_converted_files_own(tiny_artifacts, precision):
+    from edge_build.tflite_host import run_tflite
+
+    name = f"tflite_{precision}"
+    record, layout = read_report(tiny_artifacts, precision), tiny_artifacts["layout"]
+    model = tiny_artifacts[name]
+    assert record["sha256"] == sha256_file(model) and record["artifact"] == name and record["target"] == "tiny"
+    logits = np.load(layout.target("tiny").test_logits(name))
+    assert logits.dtype == np.float32 and logits.shape == (6, 3)
+    np.testing.assert_array_equal(logits, run_tflite(model.read_bytes(), np.load(layout.token_ids("test"))).astype(np.float32))
+
+
+def test_only_tflite_artifacts_are_converted_and_int8_needs_the_representative_set(tiny_artifacts, tmp_path: Path):
+    profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
+    outputs = tuple(tmp_path / "out" / name for name in OUT_NAMES)
+    with pytest.raises(
+        StageError, match=r"^saved_model_cpu: not a TF Lite artifact \(the tflite stage makes tflite_fp32, tflite_fp16, tflite_int8\)$"
+    ):
+        tflite.convert("saved_model_cpu", conversion_inputs(tiny_artifacts), profile, outputs)
+    with pytest.raises(StageError, match=r"^tflite_int8 needs the calibration stage's representative\.npy \(--representative\)$"):
+        tflite.convert("tflite_int8", conversion_inputs(tiny_artifacts, representative=False), profile, outputs)
+    assert not (tmp_path / "out").exists()
+    parser = tflite.build_parser()
+    assert [a.choices for a in parser._actions if a.dest == "artifact"] == [["tflite_fp32", "tflite_fp16", "tflite_int8"]]
+
+
 def test_float32_tensors_are_listed_for_the_float_model(tiny_artifacts):
     report = read_report(tiny_artifacts, "fp32")
     assert "INT8" not in report["tensor_types"] and report["float_activations"]
@@ -68,15 +130,31 @@ def test_the_device_runtime_runs_the_int8_model_in_its_own_process(tiny_artifact
     assert result.stdout.strip() == "(1, 3) False"
 
 
-def convert_for(tiny_artifacts, tmp_path: Path, profile_text: str, precision: str, model_source: Path | None = None):
-    profile_path = write_profile(tmp_path / "targets", "trial", profile_text)
-    inputs = tflite.ConversionInputs(
-        model_source or REPO / "model_src" / "model.py", tiny_artifacts["hparams"], tiny_artifacts["vocab"], tiny_artifacts["weights"],
-        tiny_artifacts["train_log"], tiny_artifacts["data"], tiny_artifacts["calibration"] / "representative.npy",
+def conversion_inputs(tiny_artifacts, model_source: Path | None = None, representative: bool = True) -> tflite.ConversionInputs:
+    layout = tiny_artifacts["layout"]
+    return tflite.ConversionInputs(
+        model_source or REPO / "model_src" / "model.py",
+        tiny_artifacts["hparams"],
+        tiny_artifacts["vocab"],
+        tiny_artifacts["weights"],
+        tiny_artifacts["train_log"],
+        tiny_artifacts["labels"],
+        layout.data.split("val"),
+        layout.token_ids("val"),
+        layout.token_ids("test"),
+        layout.representative if representative else None,
     )
-    out = tmp_path / "out" / f"model_{precision}.tflite"
-    tflite.convert(precision, inputs, load_profile(tmp_path / "targets", "trial"), profile_path, out, tmp_path / "out" / "report.json")
-    return out
+
+
+OUT_NAMES = ("model.tflite", "report.json", "test_logits.npy")
+
+
+def convert_for(tiny_artifacts, tmp_path: Path, profile_text: str, precision: str, model_source: Path | None = None, representative: bool = True):
+    write_profile(tmp_path / "targets", "trial", profile_text)
+    outputs = tuple(tmp_path / "out" / (f"model_{precision}.tflite" if name == "model.tflite" else name) for name in OUT_NAMES)
+    inputs = conversion_inputs(tiny_artifacts, model_source, representative)
+    tflite.convert(f"tflite_{precision}", inputs, load_profile(tmp_path / "targets", "trial"), outputs)
+    return outputs[0]
 
 
 def test_int8_logits_when_the_profile_asks_for_them(tiny_artifacts, tmp_path: Path):
@@ -86,12 +164,15 @@ def test_int8_logits_when_the_profile_asks_for_them(tiny_artifacts, tmp_path: Pa
 
 
 def test_a_tolerance_below_what_the_model_achieves_stops_the_build(tiny_artifacts, tmp_path: Path):
-    with pytest.raises(StageError, match=r"model_fp32.tflite for .*trial.toml: on the validation split against the Keras model, max \|Δlogit\| .* \(allowed <= 1e-12\)"):
+    with pytest.raises(
+        StageError,
+        match=r"model_fp32.tflite for .*trial.toml: on the validation split against the Keras model, max \|Δlogit\| .* \(allowed <= 1e-12\)",
+    ):
         convert_for(tiny_artifacts, tmp_path, TINY_PROFILE.replace("fp32_max_abs_logit = 1e-4", "fp32_max_abs_logit = 1e-12"), "fp32")
-    assert not (tmp_path / "out" / "model_fp32.tflite").exists() and not (tmp_path / "out" / "report.json").exists()
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
-FLEX_MODEL = '''
+FLEX_MODEL = """
 import keras
 import tensorflow as tf
 
@@ -107,7 +188,7 @@ def build_model(vocab_size, num_classes, sequence_length, embedding_dim=8, dropo
     x = RunningProduct()(x)
     x = keras.layers.GlobalAveragePooling1D()(x)
     return keras.Model(ids, keras.layers.Dense(num_classes, name="logits")(x))
-'''
+"""
 
 
 def test_a_model_that_needs_flex_ops_is_refused_for_runtimes_without_the_delegate(tiny_artifacts, tmp_path: Path):

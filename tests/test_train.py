@@ -6,12 +6,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from edge_build import train
-from edge_build.config import load_hyperparameters
-from edge_build.errors import ConfigError
-
 from conftest import REPO, TINY_HPARAMS
+
+from edge_build import training
+from edge_build.config.hparams import load_hyperparameters
+from edge_build.errors import ConfigError
+from edge_build.layout import Data
 
 
 def test_training_writes_weights_and_a_log_per_epoch(tiny_build):
@@ -41,8 +41,12 @@ def test_the_tiny_model_learns_the_tiny_task(tiny_build):
 def retrain(tiny_build, out: Path, hparams_path: Path | None = None, **overrides) -> dict:
     hparams_path = hparams_path or tiny_build["hparams"]
     hparams = load_hyperparameters(hparams_path).with_training(**overrides)
-    inputs = train.TrainInputs.from_data_dir(tiny_build["data"], tiny_build["vocab"], hparams_path, REPO / "model_src" / "model.py")
-    return train.train(inputs, hparams, out / "model.weights.h5", out / "train_log.json")
+    inputs = train_inputs(Data(tiny_build["data"]), tiny_build["vocab"], hparams_path)
+    return training.train(inputs, hparams, out / "model.weights.h5", out / "train_log.json")
+
+
+def train_inputs(data: Data, vocab: Path, hparams_path: Path) -> training.TrainInputs:
+    return training.TrainInputs(data.split("train"), data.split("val"), data.labels, vocab, hparams_path, REPO / "model_src" / "model.py")
 
 
 def test_training_is_deterministic_for_a_seed(tiny_build, tmp_path: Path):
@@ -72,7 +76,8 @@ def test_an_unknown_model_hyperparameter_names_what_build_model_accepts(tiny_bui
 # session's fixtures have done already: each run under a strategy gets a new process.
 TRAIN_STAGE = """
 import sys
-from edge_build import cli, train
+from edge_build import cli
+from edge_build.stages import train
 sys.exit(cli.run(train.build_parser, train.drive))
 """
 TWO_LOGICAL_CPUS = """
@@ -86,10 +91,32 @@ def train_in_a_new_process(tiny_build, out: Path, strategy: str, prelude: str = 
     hparams_path = out / "hparams.toml"
     out.mkdir(parents=True)
     hparams_path.write_text(tiny_build["hparams"].read_text().replace("[training]", f'[training]\nstrategy = "{strategy}"'), encoding="utf-8")
-    arguments = ["--data-dir", tiny_build["data"], "--vocab", tiny_build["vocab"], "--hparams", hparams_path, "--model-source", REPO / "model_src" / "model.py", "--out-dir", out]
+    data = Data(tiny_build["data"])
+    arguments = [
+        "--train",
+        data.split("train"),
+        "--val",
+        data.split("val"),
+        "--labels",
+        data.labels,
+        "--vocab",
+        tiny_build["vocab"],
+        "--hparams",
+        hparams_path,
+        "--model-source",
+        REPO / "model_src" / "model.py",
+        "--weights",
+        out / "model.weights.h5",
+        "--log",
+        out / "train_log.json",
+    ]
     result = subprocess.run(
         [sys.executable, "-c", prelude + TRAIN_STAGE, *map(str, arguments)],
-        cwd=REPO, env={**os.environ, **(env or {})}, capture_output=True, text=True, timeout=300,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads((out / "train_log.json").read_text())
@@ -119,7 +146,7 @@ def test_a_one_worker_cluster_from_tf_config_trains_as_one_device(tiny_build, tm
 def test_a_malformed_tf_config_is_named(monkeypatch):
     monkeypatch.setenv("TF_CONFIG", "workers: a, b")
     with pytest.raises(ConfigError, match=r"^TF_CONFIG: .* \(expected JSON like \{\"cluster\""):
-        train.make_strategy("multi_worker_mirrored")
+        training.make_strategy("multi_worker_mirrored")
 
 
 def write_split(path: Path, texts: list[bytes], labels) -> None:
@@ -127,8 +154,10 @@ def write_split(path: Path, texts: list[bytes], labels) -> None:
 
     with tf.io.TFRecordWriter(str(path)) as writer:
         for text, label in zip(texts, labels):
-            features = {"text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[text])),
-                        "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)]))}
+            features = {
+                "text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[text])),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
+            }
             writer.write(tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString(deterministic=True))
 
 
@@ -139,8 +168,9 @@ def test_a_class_sorted_corpus_larger_than_the_shuffle_buffer_still_trains(tmp_p
     import random
 
     from conftest import CLASS_WORDS
-    from edge_build import data, vocab
-    from edge_build.records import read_split
+
+    from edge_build.stages import data, vocab
+    from edge_build.tfrecord import read_split
 
     # Every word occurs in every class, each class's own words more often: a model that last saw one class
     # pushes every word towards it, so the order of the examples decides what is learned.
@@ -154,18 +184,18 @@ def test_a_class_sorted_corpus_larger_than_the_shuffle_buffer_still_trains(tmp_p
     corpus = tmp_path / "sorted.csv"
     corpus.write_text("text,label\n" + "\n".join(rows) + "\n", encoding="utf-8")
     data_dir = tmp_path / "data"
-    data.build_data(str(corpus), data_dir, (0.8, 0.1, 0.1), seed=1)
+    data.build_data(str(corpus), Data(data_dir).outputs, (0.8, 0.1, 0.1), seed=1)
     hparams_path = tmp_path / "hparams.toml"
     hparams_path.write_text(TINY_HPARAMS_SMALL_BUFFER, encoding="utf-8")
     vocab.build_vocab(data_dir / "train.tfrecord", tmp_path / "vocab.txt", 200, lower_case=True)
-    inputs = train.TrainInputs.from_data_dir(data_dir, tmp_path / "vocab.txt", hparams_path, REPO / "model_src" / "model.py")
+    inputs = train_inputs(Data(data_dir), tmp_path / "vocab.txt", hparams_path)
     hparams = load_hyperparameters(hparams_path)
-    mixed = train.train(inputs, hparams, tmp_path / "mixed" / "model.weights.h5", tmp_path / "mixed" / "train_log.json")
+    mixed = training.train(inputs, hparams, tmp_path / "mixed" / "model.weights.h5", tmp_path / "mixed" / "train_log.json")
 
     texts, labels = read_split(data_dir / "train.tfrecord")
     order = sorted(range(len(labels)), key=lambda i: (labels[i], i))
     write_split(data_dir / "train.tfrecord", [texts[i] for i in order], labels[order])
-    by_class = train.train(inputs, hparams, tmp_path / "by_class" / "model.weights.h5", tmp_path / "by_class" / "train_log.json")
+    by_class = training.train(inputs, hparams, tmp_path / "by_class" / "model.weights.h5", tmp_path / "by_class" / "train_log.json")
 
     assert mixed["train_examples"] == 2400 and hparams.training.shuffle_buffer == 256
     assert mixed["best_val_accuracy"] >= 0.8
@@ -175,13 +205,55 @@ def test_a_class_sorted_corpus_larger_than_the_shuffle_buffer_still_trains(tmp_p
 def test_training_stops_once_validation_stops_improving(tiny_build, tmp_path: Path):
     hparams_path = tmp_path / "hparams.toml"
     # A learning rate so small that nothing improves after the first epoch's figures.
-    hparams_path.write_text(tiny_build["hparams"].read_text().replace("epochs = 3", "epochs = 20\npatience = 2").replace("learning_rate = 0.05", "learning_rate = 0.000000001"), encoding="utf-8")
+    hparams_path.write_text(
+        tiny_build["hparams"]
+        .read_text()
+        .replace("epochs = 3", "epochs = 20\npatience = 2")
+        .replace("learning_rate = 0.05", "learning_rate = 0.000000001"),
+        encoding="utf-8",
+    )
     log = retrain(tiny_build, tmp_path / "patient", hparams_path)
     assert log["stopped_early"] and log["best_epoch"] + 2 == len(log["epochs"]) < 20
 
 
 # The tiny hyperparameters with a buffer ~10x smaller than the training split, and batches of 32.
 TINY_HPARAMS_SMALL_BUFFER = (
-    TINY_HPARAMS.replace("epochs = 3", "epochs = 2").replace("batch_size = 8", "batch_size = 32")
-    .replace("learning_rate = 0.05", "learning_rate = 0.02").replace("shuffle_buffer = 64", "shuffle_buffer = 256")
+    TINY_HPARAMS.replace("epochs = 3", "epochs = 2")
+    .replace("batch_size = 8", "batch_size = 32")
+    .replace("learning_rate = 0.05", "learning_rate = 0.02")
+    .replace("shuffle_buffer = 64", "shuffle_buffer = 256")
 )
+
+
+def test_the_stage_takes_every_file_on_its_command_line_and_overrides_epochs_and_seed(tiny_build, tmp_path: Path, capsys):
+    from edge_build import cli
+    from edge_build.stages import train
+
+    data, out = Data(tiny_build["data"]), tmp_path / "cli"
+    argv = [
+        "--train",
+        data.split("train"),
+        "--val",
+        data.split("val"),
+        "--labels",
+        data.labels,
+        "--vocab",
+        tiny_build["vocab"],
+        "--hparams",
+        tiny_build["hparams"],
+        "--model-source",
+        REPO / "model_src" / "model.py",
+        "--weights",
+        out / "w" / "model.weights.h5",
+        "--log",
+        out / "l" / "train_log.json",
+        "--epochs",
+        "1",
+        "--seed",
+        "8",
+    ]
+    assert cli.run(train.build_parser, train.drive, list(map(str, argv))) == 0
+    log = json.loads((out / "l" / "train_log.json").read_text())
+    assert len(log["epochs"]) == 1 and log["hyperparameters"]["training"]["epochs"] == 1 and log["hyperparameters"]["training"]["seed"] == 8
+    assert (out / "w" / "model.weights.h5").stat().st_size > 0
+    assert f"-> {out / 'w' / 'model.weights.h5'}" in capsys.readouterr().out

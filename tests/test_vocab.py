@@ -3,22 +3,23 @@ from pathlib import Path
 
 import pytest
 
-from edge_build import vocab, wordpiece_learner
+from edge_build import wordpiece_learner
 from edge_build.errors import StageError
-from edge_build.records import read_split
+from edge_build.special_tokens import PAD, RESERVED_TOKENS, UNK
+from edge_build.stages import vocab
+from edge_build.tfrecord import read_split
 
 
 def test_the_vocabulary_starts_with_the_reserved_tokens(tiny_build):
     tokens = tiny_build["vocab"].read_text(encoding="utf-8").splitlines()
-    assert tokens[:2] == ["[PAD]", "[UNK]"]
+    assert tokens[:2] == ["[PAD]", "[UNK]"] == list(RESERVED_TOKENS) == [PAD, UNK]
     assert len(tokens) == len(set(tokens)) <= 200
     assert {"planet", "recipe", "striker"} <= set(tokens)
 
 
 def test_it_is_learned_from_the_training_split_only(tiny_build, tmp_path: Path):
     # A word that appears only in the test split must not be in the vocabulary.
-    data_dir = tiny_build["data"]
-    train_texts, _ = read_split(data_dir / "train.tfrecord")
+    train_texts, _ = read_split(tiny_build["layout"].data.split("train"))
     counts = vocab.count_words(train_texts, lower_case=True)
     assert "planet" in counts
     test_only = b"zyzzyva " * 50
@@ -61,14 +62,14 @@ def test_the_fast_learner_gives_tensorflow_texts_vocabulary(seed, words, vocab_s
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as library
 
     counts = random_corpus(seed, words)
-    reserved = list(vocab.RESERVED_TOKENS)
+    reserved = list(RESERVED_TOKENS)
     assert wordpiece_learner.learn(counts, vocab_size, reserved) == library.learn(counts, vocab_size, reserved)
 
 
 def test_the_fast_learner_gives_tensorflow_texts_vocabulary_on_the_tiny_corpus(tiny_build):
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as library
 
-    texts, _ = read_split(tiny_build["data"] / "train.tfrecord")
+    texts, _ = read_split(tiny_build["layout"].data.split("train"))
     counts = vocab.count_words(texts, lower_case=True)
     for vocab_size in (40, 80, 200):
         assert wordpiece_learner.learn(counts, vocab_size, ["[PAD]", "[UNK]"]) == library.learn(counts, vocab_size, ["[PAD]", "[UNK]"])

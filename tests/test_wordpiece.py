@@ -1,12 +1,12 @@
-"""The device's pure-Python tokenizer against tensorflow-text's BertTokenizer, id for id."""
+"""The board's pure-Python tokenizer against tensorflow-text's BertTokenizer, id for id."""
 
 import random
 
 import numpy as np
 import pytest
 
+from edge_build.board.wordpiece import WordPiece, normalize, split_words
 from edge_build.corpus import DEFAULT_DATASET, read_corpus
-from edge_build.device.wordpiece import WordPiece, normalize, split_words
 
 EDGE_CASES = [
     "Café naïve façade — “quotes” and ‘single’ … ½ ™ ©",
@@ -31,7 +31,7 @@ def bbc_texts() -> list[str]:
 
 @pytest.fixture(scope="module")
 def bbc_vocab(bbc_texts, tmp_path_factory) -> str:
-    from edge_build.vocab import learn_vocabulary
+    from edge_build.stages.vocab import learn_vocabulary
 
     path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
     tokens = learn_vocabulary([t.encode("utf-8") for t in bbc_texts[::7]], 3000, lower_case=True)
@@ -62,9 +62,47 @@ def test_unicode_edge_cases_match(bbc_vocab, lower_case):
 
 # Characters each normalization and splitting step treats differently, for random texts.
 MIXABLE = [
-    *"abXY09 .,;!?'\"-([#@$%&*", "\t", "\n", "\r", "\x0b", "\x0c", "\x00", "\x1f", "\x7f", "\x85", "\xa0", "\xad", "\u200b", "\u2028",
-    "\u3000", "\ufeff", "é", "É", "ß", "ﬁ", "İ", "ǅ", "\u0301", "\u0327", "\u0600", "…", "½", "“", "—", "中", "한", "😀", "\U000e0041",
-    "\u00b4", "①", "㍱", "\u0e31", "the ", "said ", "government", "café",
+    *"abXY09 .,;!?'\"-([#@$%&*",
+    "\t",
+    "\n",
+    "\r",
+    "\x0b",
+    "\x0c",
+    "\x00",
+    "\x1f",
+    "\x7f",
+    "\x85",
+    "\xa0",
+    "\xad",
+    "\u200b",
+    "\u2028",
+    "\u3000",
+    "\ufeff",
+    "é",
+    "É",
+    "ß",
+    "ﬁ",
+    "İ",
+    "ǅ",
+    "\u0301",
+    "\u0327",
+    "\u0600",
+    "…",
+    "½",
+    "“",
+    "—",
+    "中",
+    "한",
+    "😀",
+    "\U000e0041",
+    "\u00b4",
+    "①",
+    "㍱",
+    "\u0e31",
+    "the ",
+    "said ",
+    "government",
+    "café",
 ]
 
 
