@@ -2,7 +2,7 @@
 
 TF Lite runtimes cannot share a process with TensorFlow, and a runtime that
 meets a model it cannot handle may die of a signal; both the conversion
-preflight and the device checks start them through here.
+preflight and the runtime checks start them through here.
 """
 
 from __future__ import annotations

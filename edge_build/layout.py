@@ -13,7 +13,7 @@ Standard library only: ``SConstruct`` imports this to parse the graph.
       model/        model.weights.h5, train_log.json                   train       <- train/val splits, labels, vocab, hparams, model source
       reference/    saved_model_cpu/1/...                              export      <- weights, train log, vocab, labels, val split
                     test_logits.npy                                    reference_logits <- reference SavedModel, test split
-      calibration/  representative.npy, summary.json                   calibrate   <- calibration/, train or val ids, labels
+      calibration/  representative.npy, summary.json                   calibrate   <- calibration/, the split it draws from and its ids, labels, vocab
       baseline/     baseline.json                                      baseline    <- splits, labels
       quality/      quality.json                                       quality     <- reference logits, test split, baseline
       runtime-envs/<target>/env.json (and the Python it describes)     runtime_env <- the profile's arch and runtimes

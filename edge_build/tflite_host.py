@@ -22,7 +22,7 @@ def quiet_tensorflow_lite():
 
     Keras prints the endpoints of the temporary SavedModel each conversion makes;
     ``tf.lite.Interpreter`` warns it is deprecated in favour of ai-edge-litert
-    (the device checks use the device runtimes; this one is the host reference);
+    (the runtime checks use the profile's runtimes; this one is the host reference);
     the converter warns about the int32 ids input, which is not quantized by design.
     """
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():

@@ -117,7 +117,7 @@ def test_a_clean_build_runs_every_stage_and_reports(project):
         assert (build / "tiny" / name).is_file()
     assert (build / "calibration" / "representative.npy").is_file()
     evaluation = json.loads((build / "tiny" / "eval.json").read_text())
-    assert list(evaluation["artifacts"]) == ["saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_int8"]
+    assert list(evaluation["artifacts"]) == ["saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_fp16", "tflite_int8"]
     assert "== tiny: test split, 6 examples, 3 classes ==" in result.stdout
     assert "quality: passed; reference test accuracy" in result.stdout
     for name in ("report.md", "report.json"):

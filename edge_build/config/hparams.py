@@ -22,7 +22,7 @@ NearDuplicateRule = Literal["report", "group"]
 
 @dataclasses.dataclass(frozen=True)
 class TokenizerOptions:
-    """How text becomes token ids; read by the vocab, train and export stages.
+    """How text becomes token ids; read by the vocab, data_report, tokenize, calibrate, train and export stages.
 
     Attributes:
       vocab_size: the most WordPiece tokens the vocabulary may hold, reserved tokens included.

@@ -38,12 +38,12 @@ class Quantization:
 
 @dataclasses.dataclass(frozen=True)
 class Runtime:
-    """A device runtime the profile's TF Lite artifacts are checked on.
+    """A TF Lite runtime the profile's TF Lite artifacts are checked on (a row of ``board.runtime.RUNTIMES``).
 
     Attributes:
       name: ``tflite-runtime`` or ``ai-edge-litert``.
       flex_delegate: whether the runtime as deployed has the Flex delegate (the pip wheels of both do not).
-      required: whether its device checks gate the build; an optional runtime is checked and
+      required: whether its runtime checks gate the build; an optional runtime is checked and
         reported where it can run, and only a parity or latency breach on it fails the build.
     """
 
@@ -99,7 +99,7 @@ class Tolerances:
 
 @dataclasses.dataclass(frozen=True)
 class LatencyBudgets:
-    """Per-invoke p50 budgets at batch 1 on the device runtimes, in milliseconds (enforced by the device checks)."""
+    """Per-invoke p50 budgets at batch 1 in the runtime environments, in milliseconds (enforced by the runtime checks, reported under emulation)."""
 
     fp32_p50_ms: float = 1.0
     fp16_p50_ms: float = 1.0
@@ -167,7 +167,7 @@ class TargetProfile:
       arch: the CPU architecture the artifacts are for.
       artifacts: what the build produces for this target (keys of ``ARTIFACTS``).
       quantization: settings of ``tflite_int8``.
-      runtimes: device runtimes the TF Lite artifacts must load and run on.
+      runtimes: TF Lite runtimes the TF Lite artifacts must load and run on.
       tolerances: parity limits against the reference CPU SavedModel.
       latency: p50 budgets the runtime checks enforce.
       checks: how the runtime checks run (golden set size, threads, batch, runs, timeout).
