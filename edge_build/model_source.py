@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from edge_build.config.hparams import Hyperparameters
 from edge_build.errors import ConfigError, StageError
@@ -71,10 +74,6 @@ def check_weights_loaded(val_logits, val_labels, train_log: Path, weights: Path)
     Keras skips parts of a weights file it cannot match with a warning, not an
     error; a model with freshly initialized layers would still export and reload.
     """
-    import json
-
-    import numpy as np
-
     recorded = json.loads(train_log.read_text(encoding="utf-8"))["best_val_accuracy"]
     accuracy = float(np.mean(np.argmax(val_logits, axis=-1) == val_labels))
     if abs(accuracy - recorded) > 1e-6:

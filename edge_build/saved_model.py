@@ -1,5 +1,7 @@
 """Loading the exported SavedModel, and the fresh-process check that it reproduces the trained model.
 
+Its file list reaches ``SConstruct`` through the layout: numpy and TensorFlow load inside the functions.
+
 ``python -m edge_build.saved_model check SAVED_MODEL_DIR EXPECTED_NPZ`` loads the
 SavedModel exactly as a user would (after ``import tensorflow_text``, without
 which the tokenizer ops are unknown), runs ``serving_default`` on the texts stored
@@ -9,6 +11,8 @@ in the npz and compares its logits with the stored ones.
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -82,8 +86,6 @@ def checked_logits(path: Path, texts: list[bytes], labels: list[str]):
 
 def token_ids(path: Path | str, texts: list[bytes]):
     """Token ids exactly as the SavedModel makes them: its vocabulary asset, lower-casing and sequence length."""
-    import json
-
     from edge_build.tokenizer import token_ids as encode_texts
 
     meta = json.loads((Path(path) / "assets.extra" / "metadata.json").read_text(encoding="utf-8"))
@@ -121,8 +123,6 @@ def check_reload(saved_model_dir: Path, expected_npz: Path) -> float:
 
 
 def check_in_fresh_process(saved_model_dir: Path, expected_npz: Path) -> None:
-    import subprocess
-
     result = subprocess.run(
         [sys.executable, "-m", "edge_build.saved_model", "check", str(saved_model_dir), str(expected_npz)],
         capture_output=True,

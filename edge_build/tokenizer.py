@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from edge_build.special_tokens import UNK
 
 
@@ -23,7 +25,6 @@ def encode(tokenizer, texts, sequence_length: int):
 
 def token_ids(vocab_path: Path | str, lower_case: bool, texts: list[bytes], sequence_length: int, batch: int = 256):
     """Eager, batched ``encode`` of ``texts``: an int32 numpy array ``[len(texts), sequence_length]``."""
-    import numpy as np
     import tensorflow as tf
 
     tokenizer = load_tokenizer(vocab_path, lower_case)
