@@ -8,8 +8,10 @@ importing this module costs nothing.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -83,3 +85,17 @@ def run_tflite(content: bytes, ids: np.ndarray) -> np.ndarray:
         scale, zero_point = out["quantization"]
         logits = (logits.astype(np.float32) - zero_point) * scale
     return logits
+
+
+def conversion_mismatch(model: Path, record: dict) -> str | None:
+    """What differs between the model file and what its conversion record says was written, or None.
+
+    The runtime checks and the report both trust a ``.tflite`` only as converted: runtimes may
+    crash on a damaged flatbuffer, and the report scores the model by the logits recorded at conversion.
+    """
+    content = model.read_bytes()
+    if len(content) != record["size_bytes"]:
+        return f"corrupted: {model} has {len(content)} bytes, the conversion wrote {record['size_bytes']} (truncated or replaced; delete it and run scons to rebuild it)"
+    if hashlib.sha256(content).hexdigest() != record["sha256"]:
+        return f"corrupted: {model}'s SHA-256 differs from the one recorded at conversion (delete it and run scons to rebuild it)"
+    return None

@@ -125,11 +125,12 @@ def test_a_tflite_model_that_is_not_the_converted_one_is_refused(tiny_artifacts,
     profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
     out = stale_free_copy(tiny_artifacts, tmp_path / "target")
     model = out / "model_fp16.tflite"
-    model.write_bytes(model.read_bytes() + b"\0")
+    converted = model.read_bytes()
+    model.write_bytes(converted + b"\0")
     with pytest.raises(StageError) as caught:
         report.build_report(profile, report_inputs(tiny_artifacts, out / "xla_checks.json"), Target(out, "tiny"))
     assert str(caught.value) == (
-        f"{model}: not the model the conversion wrote (its SHA-256 differs from {out / 'tflite_fp16.json'}); delete it and run scons"
+        f"corrupted: {model} has {len(converted) + 1} bytes, the conversion wrote {len(converted)} (truncated or replaced; delete it and run scons to rebuild it)"
     )
     assert not (out / "eval.json").exists() and not (out / "report.md").exists()
 

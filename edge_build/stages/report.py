@@ -36,6 +36,7 @@ from edge_build.metrics import classification_metrics
 from edge_build.provenance import sha256_file, size_of
 from edge_build.records import read_json, read_labels, read_rows
 from edge_build.stats import mcnemar_exact
+from edge_build.tflite_host import conversion_mismatch
 from edge_build.tfrecord import read_split
 
 REFERENCE = "saved_model_cpu"
@@ -80,11 +81,9 @@ def artifact_logits(name: str, target: Target, inputs: ReportInputs, texts_and_l
     """The artifact's logits on the test split, computed where they were cheapest to get right."""
     path = target.artifact(name)
     if ARTIFACTS[name].kind == "tflite":
-        record = read_json(target.conversion_report(name))
-        if sha256_file(path) != record["sha256"]:
-            raise StageError(
-                f"{path}: not the model the conversion wrote (its SHA-256 differs from {target.conversion_report(name)}); delete it and run scons"
-            )
+        problem = conversion_mismatch(path, read_json(target.conversion_report(name)))
+        if problem:
+            raise StageError(problem)
         return read_rows(target.test_logits(name), len(reference_logits))
     if same_files(path, inputs.reference):
         return reference_logits

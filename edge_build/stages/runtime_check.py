@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import os
 import sys
@@ -40,6 +39,7 @@ from edge_build.errors import StageError
 from edge_build.isolated import run_isolated
 from edge_build.layout import Target
 from edge_build.records import read_json, read_labels, read_rows
+from edge_build.tflite_host import conversion_mismatch
 from edge_build.tfrecord import read_split
 
 EXIT_RUNTIME_MISSING = 3
@@ -127,21 +127,11 @@ def run_in_environment(model: Path, runtime: str, golden: Path, profile: TargetP
     return {"status": "ok", **json.loads(out.read_text(encoding="utf-8")), "logits": np.load(outputs)}
 
 
-def integrity_problem(model: Path, record: dict) -> str | None:
-    """Whether the file is still what the conversion stage wrote (runtimes may crash on a damaged flatbuffer)."""
-    content = model.read_bytes()
-    if len(content) != record["size_bytes"]:
-        return f"corrupted: {model} has {len(content)} bytes, the conversion wrote {record['size_bytes']} (truncated or replaced; delete it and run scons to rebuild it)"
-    if hashlib.sha256(content).hexdigest() != record["sha256"]:
-        return f"corrupted: {model}'s SHA-256 differs from the one recorded at conversion (delete it and run scons to rebuild it)"
-    return None
-
-
 def check_artifact(
     name: str, target: Target, golden: dict, golden_path: Path, profile: TargetProfile, scratch: Path, runtime_env: dict | None
 ) -> dict:
     model = target.artifact(name)
-    problem = integrity_problem(model, read_json(target.conversion_report(name)))
+    problem = conversion_mismatch(model, read_json(target.conversion_report(name)))
     if problem:
         return {runtime.name: {"status": problem, "problems": [problem]} for runtime in profile.runtimes}
     # TensorFlow's interpreter on the same file, run by the conversion stage over the whole test split.
