@@ -67,8 +67,12 @@ def safe_extract(archive: str, destination: str) -> list[str]:
             if not (member.isfile() or member.isdir()):
                 raise BundleError(f"{archive}: member {member.name!r} is not a plain file or folder")
         os.makedirs(root, exist_ok=True)
+        # Python 3.12 and 3.13 warn when no extraction filter is named, and 3.14 applies "data" by default;
+        # the checks above already refuse what it refuses. A board's Python from before the filters (PEP 706)
+        # has no such argument.
+        options = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
         for member in members:
-            tar.extract(member, root, set_attrs=False)
+            tar.extract(member, root, set_attrs=False, **options)
     return [m.name for m in members]
 
 
