@@ -25,15 +25,20 @@ def test_shipped_profiles_and_hyperparameters_are_valid():
     assert hparams.tokenizer.sequence_length > 0 and hparams.training.epochs > 0
 
 
-def test_the_three_shipped_profiles():
-    host, arm64, gpu = (load_profile(REPO / "targets", name) for name in ("host", "arm64", "gpu"))
+def test_the_shipped_profiles():
+    assert profile_names(REPO / "targets") == ["arm64", "arm64-trixie", "gpu", "host"]
+    host, arm64, trixie, gpu = (load_profile(REPO / "targets", name) for name in ("host", "arm64", "arm64-trixie", "gpu"))
     assert host.arch == "x86_64" and set(host.artifacts) == {"saved_model_cpu", "tflite_fp32", "tflite_fp16", "tflite_int8"}
     assert host.tolerances.fp16_max_abs_logit == 2e-3 and host.latency.fp16_p50_ms == 1.0
     assert arm64.arch == "aarch64" and set(arm64.artifacts) == {"tflite_fp32", "tflite_int8"}
+    assert trixie.arch == "aarch64" and set(trixie.artifacts) == {"tflite_fp32", "tflite_int8"}
     assert set(gpu.artifacts) == {"saved_model_cpu", "saved_model_xla"} and gpu.runtimes == ()
     for profile in (host, arm64):
-        assert "tflite-runtime" in [r.name for r in profile.runtimes]
+        assert [(r.name, r.required) for r in profile.runtimes] == [("tflite-runtime", True), ("ai-edge-litert", False)]
         assert not profile.per_channel_dense and not any(r.flex_delegate for r in profile.runtimes)
+    # On trixie tflite-runtime cannot install: ai-edge-litert gates, and the INT8 model may use per-channel dense layers.
+    assert [(r.name, r.required) for r in trixie.runtimes] == [("ai-edge-litert", True), ("tflite-runtime", False)]
+    assert trixie.per_channel_dense and not any(r.flex_delegate for r in trixie.runtimes)
 
 
 BASE = 'description = "x"\narch = "x86_64"\nartifacts = ["saved_model_cpu"]\n'
@@ -45,7 +50,7 @@ TFLITE = 'description = "x"\narch = "x86_64"\nartifacts = ["tflite_int8"]\n[[run
     [
         (
             BASE + 'colour = "red"\n',
-            "unknown key 'colour' (allowed: description, arch, artifacts, quantization, runtimes, tolerances, latency, checks, xla)",
+            "unknown key 'colour' (allowed: description, arch, artifacts, quantization, stack, runtimes, tolerances, latency, checks, xla)",
         ),
         (BASE.replace("x86_64", "riscv"), "key 'arch' is 'riscv' (allowed: x86_64, aarch64)"),
         (
@@ -75,7 +80,7 @@ TFLITE = 'description = "x"\narch = "x86_64"\nartifacts = ["tflite_int8"]\n[[run
         # The runtime checks' table was [device] before it was [checks]: the old name is refused, not ignored.
         (
             TFLITE + "[device]\nruns = 5\n",
-            "unknown key 'device' (allowed: description, arch, artifacts, quantization, runtimes, tolerances, latency, checks, xla)",
+            "unknown key 'device' (allowed: description, arch, artifacts, quantization, stack, runtimes, tolerances, latency, checks, xla)",
         ),
         ('source = "elsewhere.toml"\n' + BASE, "key 'source' is not allowed here"),
         (TFLITE + "[tolerances]\nfp16_max_abs_logit = 0\n", "key 'tolerances.fp16_max_abs_logit': must be greater than 0"),

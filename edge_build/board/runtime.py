@@ -19,7 +19,9 @@ class Runtime:
 
     Attributes:
       interpreter_module: the module holding its ``Interpreter``.
-      requirement: what a runtime environment installs (pip requirement).
+      version: the wheel version a profile gets unless its ``[[runtimes]]`` row names another.
+      pythons: the CPython minor versions its wheels are built for (Linux x86_64 and aarch64).
+      numpy_below: the numpy major version its C extension cannot load, if any.
       has_flex_delegate: whether its wheels carry the Flex (SELECT_TF_OPS) delegate.
       per_channel_dense: whether it loads TF 2.21's per-channel dense layers
         (FULLY_CONNECTED v12; tflite-runtime 2.14 refuses them, and its aarch64 build crashes).
@@ -27,18 +29,33 @@ class Runtime:
     """
 
     interpreter_module: str
-    requirement: str
+    version: str
+    pythons: tuple[str, ...]
+    numpy_below: int | None
     has_flex_delegate: bool
     per_channel_dense: bool
-    # Room for the board software stacks that pin OS release, Python and numpy per runtime.
     min_qemu: tuple[int, int] | None = None
 
 
 RUNTIMES = {
-    "tflite-runtime": Runtime("tflite_runtime.interpreter", "tflite-runtime>=2.14,<2.15", has_flex_delegate=False, per_channel_dense=False),
-    # ai-edge-litert 2.3's aarch64 build crashes on every model under qemu 7.2 and runs under qemu 10.
+    # Its last release (2023): built against numpy 1, with no wheels past CPython 3.11.
+    "tflite-runtime": Runtime(
+        "tflite_runtime.interpreter",
+        "2.14.0",
+        ("3.8", "3.9", "3.10", "3.11"),
+        numpy_below=2,
+        has_flex_delegate=False,
+        per_channel_dense=False,
+    ),
+    # Its successor: numpy 1.23 or later (numpy 2 included). Its aarch64 build crashes on every model under qemu 7.2 and runs under qemu 10.
     "ai-edge-litert": Runtime(
-        "ai_edge_litert.interpreter", "ai-edge-litert>=2.3,<3", has_flex_delegate=False, per_channel_dense=True, min_qemu=(8, 0)
+        "ai_edge_litert.interpreter",
+        "2.3.0",
+        ("3.10", "3.11", "3.12", "3.13", "3.14"),
+        numpy_below=None,
+        has_flex_delegate=False,
+        per_channel_dense=True,
+        min_qemu=(8, 0),
     ),
 }
 #: Runtime name -> module holding its ``Interpreter``; ``tensorflow`` is TF's own
@@ -54,10 +71,21 @@ class RuntimeMissing(Exception):
 
 
 def interpreter_module(runtime: str):
+    row = RUNTIMES.get(runtime)
+    if row is not None and row.numpy_below is not None:
+        import numpy
+
+        # tflite-runtime 2.14 imports under numpy 2 with only a warning, then fails inside Interpreter().
+        if int(numpy.__version__.split(".")[0]) >= row.numpy_below:
+            raise RuntimeMissing(f"{runtime} needs numpy<{row.numpy_below}, and {sys.executable} has numpy {numpy.__version__}")
     try:
         return importlib.import_module(INTERPRETER_MODULES[runtime])
-    except ImportError as exc:
-        raise RuntimeMissing(f"{runtime} is not installed for {sys.executable} (pip install {runtime})") from exc
+    except ModuleNotFoundError as exc:
+        if exc.name and INTERPRETER_MODULES[runtime].startswith(exc.name):
+            raise RuntimeMissing(f"{runtime} is not installed for {sys.executable} (pip install {runtime})") from exc
+        raise RuntimeMissing(f"{runtime} is installed for {sys.executable} but does not import: {exc}") from exc
+    except ImportError as exc:  # a shared library its extension needs (libstdc++) is missing
+        raise RuntimeMissing(f"{runtime} is installed for {sys.executable} but does not import: {exc}") from exc
 
 
 def runtime_version(runtime: str) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -17,6 +18,7 @@ from edge_build.artifacts import ARTIFACTS
 from edge_build.board.runtime import RUNTIMES
 from edge_build.config.loading import choices, from_mapping, load_toml, require_positive
 from edge_build.errors import ConfigError
+from edge_build.stacks import OS_RELEASES, EnvironmentSpec, RuntimeSpec, Stack, not_installable
 
 Architecture = Literal["x86_64", "aarch64"]
 
@@ -42,20 +44,50 @@ class Runtime:
 
     Attributes:
       name: ``tflite-runtime`` or ``ai-edge-litert``.
+      version: the exact wheel version the board installs (default: the runtime table's).
       flex_delegate: whether the runtime as deployed has the Flex delegate (the pip wheels of both do not).
       required: whether its runtime checks gate the build; an optional runtime is checked and
         reported where it can run, and only a parity or latency breach on it fails the build.
     """
 
     name: str
+    version: str = ""
     flex_delegate: bool = False
     required: bool = True
 
     def __post_init__(self) -> None:
         if self.name not in RUNTIMES:
             raise ValueError(f"key 'name': unknown runtime '{self.name}' (allowed: {choices(RUNTIMES)})")
+        if not self.version:
+            object.__setattr__(self, "version", RUNTIMES[self.name].version)
+        if not re.fullmatch(r"\d+(\.\d+)*", self.version):
+            raise ValueError(f"key 'version': expected an exact wheel version such as {RUNTIMES[self.name].version}, not '{self.version}'")
         if self.flex_delegate and not RUNTIMES[self.name].has_flex_delegate:
             raise ValueError(f"key 'flex_delegate': {self.name}'s wheels have no Flex delegate (allowed: false)")
+
+
+@dataclasses.dataclass(frozen=True)
+class BoardStack(Stack):
+    """The board's software stack, ``[stack]``: every runtime of the profile runs on exactly this, here and on the board.
+
+    Attributes:
+      release: the Debian release the board's OS follows (its own packages give the CPython).
+      python: that release's CPython minor version.
+      numpy: the exact numpy version installed beside the runtimes.
+    """
+
+    release: str = "bookworm"
+    python: str = "3.11"
+    numpy: str = "1.26.4"
+
+    def __post_init__(self) -> None:
+        if self.release not in OS_RELEASES:
+            raise ValueError(f"key 'release': unknown OS release '{self.release}' (allowed: {choices(OS_RELEASES)})")
+        shipped = OS_RELEASES[self.release].python
+        if self.python != shipped:
+            raise ValueError(f"key 'python': {OS_RELEASES[self.release].title} ships CPython {shipped}, not {self.python} (allowed: {shipped})")
+        if not re.fullmatch(r"[12]\.\d+\.\d+", self.numpy):
+            raise ValueError(f"key 'numpy': expected an exact numpy version such as 1.26.4 or 2.2.6, not '{self.numpy}'")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,6 +199,7 @@ class TargetProfile:
       arch: the CPU architecture the artifacts are for.
       artifacts: what the build produces for this target (keys of ``ARTIFACTS``).
       quantization: settings of ``tflite_int8``.
+      stack: the board's software stack the runtimes run on.
       runtimes: TF Lite runtimes the TF Lite artifacts must load and run on.
       tolerances: parity limits against the reference CPU SavedModel.
       latency: p50 budgets the runtime checks enforce.
@@ -180,6 +213,7 @@ class TargetProfile:
     arch: Architecture
     artifacts: tuple[str, ...]
     quantization: Quantization = dataclasses.field(default_factory=Quantization)
+    stack: BoardStack = dataclasses.field(default_factory=BoardStack)
     runtimes: tuple[Runtime, ...] = ()
     tolerances: Tolerances = dataclasses.field(default_factory=Tolerances)
     latency: LatencyBudgets = dataclasses.field(default_factory=LatencyBudgets)
@@ -204,6 +238,12 @@ class TargetProfile:
             )
         if self.runtimes and not self.tflite_artifacts:
             raise ValueError("key 'runtimes': the profile lists no TF Lite artifact to run on them")
+        for runtime in self.runtimes:
+            reason = not_installable(runtime.name, self.stack)
+            if runtime.required and reason:
+                raise ValueError(
+                    f"key 'runtimes': required runtime {runtime.name} cannot be installed on the stack {self.stack.describe()}: {reason} (allowed: another stack, or required = false to report it)"
+                )
         if "saved_model_xla" in self.artifacts and "saved_model_cpu" not in self.artifacts:
             raise ValueError("key 'artifacts': saved_model_xla is checked against saved_model_cpu, which must be listed too")
 
@@ -213,8 +253,13 @@ class TargetProfile:
 
     @property
     def per_channel_dense(self) -> bool:
-        """Per-channel dense quantization only when every runtime of the profile runs it."""
-        return all(RUNTIMES[runtime.name].per_channel_dense for runtime in self.runtimes)
+        """Per-channel dense quantization only when every runtime the profile's stack can install runs it."""
+        return all(RUNTIMES[r.name].per_channel_dense for r in self.runtimes if not_installable(r.name, self.stack) is None)
+
+    def runtime_environment(self) -> EnvironmentSpec:
+        """What the environment this profile's runtimes run in holds."""
+        stack = Stack(self.stack.release, self.stack.python, self.stack.numpy)
+        return EnvironmentSpec(self.arch, stack, tuple(RuntimeSpec(r.name, r.version, r.required) for r in self.runtimes))
 
     def latency_budget_ms(self, artifact: str) -> float:
         return getattr(self.latency, ARTIFACTS[artifact].latency_key)

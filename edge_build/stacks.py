@@ -1,0 +1,110 @@
+"""Board software stacks: the OS release, CPython and numpy a board runs, and the runtime environments that mirror them.
+
+A profile's ``[stack]`` names the board's OS release (whose own packages give
+its CPython), the CPython version and the exact numpy; each ``[[runtimes]]`` row
+adds a runtime wheel version. Every runtime a profile checks runs in an
+environment built from exactly that (``stages/runtime_env.py``), so what passes
+here is what the board can install. Standard library only: ``SConstruct`` reads
+this to name each environment, the configuration to refuse a profile whose
+required runtime cannot install on its stack, and the bundle to write its install line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+
+from edge_build.board.runtime import RUNTIMES
+
+
+@dataclasses.dataclass(frozen=True)
+class OsRelease:
+    """A Debian release a board OS follows, and the CPython its own packages carry."""
+
+    title: str
+    python: str
+    glibc: tuple[int, int]
+    boards: str
+
+
+OS_RELEASES = {
+    "bookworm": OsRelease("Debian 12 bookworm", "3.11", (2, 36), "Raspberry Pi OS bookworm, Debian 12 boards"),
+    "trixie": OsRelease("Debian 13 trixie", "3.13", (2, 41), "Raspberry Pi OS trixie, Debian 13 boards"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Stack:
+    """A board's software stack: OS release, CPython minor version, exact numpy version."""
+
+    release: str
+    python: str
+    numpy: str
+
+    def describe(self) -> str:
+        return f"{OS_RELEASES[self.release].title} (CPython {self.python}, numpy {self.numpy})"
+
+    @property
+    def numpy_major(self) -> int:
+        return int(self.numpy.split(".")[0])
+
+
+def not_installable(runtime: str, stack: Stack) -> str | None:
+    """Why ``runtime``'s wheels cannot install on ``stack``, or ``None`` when they can."""
+    row = RUNTIMES[runtime]
+    if stack.python not in row.pythons:
+        return f"{runtime} has wheels for CPython {row.pythons[0]}-{row.pythons[-1]} only, and the {stack.release} stack has CPython {stack.python}"
+    if row.numpy_below is not None and stack.numpy_major >= row.numpy_below:
+        return f"{runtime} needs numpy<{row.numpy_below}, and the {stack.release} stack has numpy {stack.numpy}"
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeSpec:
+    name: str
+    version: str
+    required: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvironmentSpec:
+    """What one runtime environment holds: the board's architecture, its stack and the runtimes to install.
+
+    Profiles with the same spec share one environment; its directory is named by
+    the spec's content, so a changed stack provisions a new one beside the old.
+    """
+
+    arch: str
+    stack: Stack
+    runtimes: tuple[RuntimeSpec, ...]
+
+    def key(self) -> str:
+        content = json.dumps(dataclasses.asdict(self), sort_keys=True)
+        return f"{self.arch}-{self.stack.release}-py{self.stack.python}-{hashlib.sha256(content.encode()).hexdigest()[:10]}"
+
+    def arguments(self) -> list[str]:
+        """The runtime_env stage's command line for this spec."""
+        runtimes = [a for r in self.runtimes for a in ("--runtime" if r.required else "--optional-runtime", f"{r.name}=={r.version}")]
+        return ["--arch", self.arch, "--release", self.stack.release, "--python", self.stack.python, "--numpy", self.stack.numpy, *runtimes]
+
+    def requirements(self, required: bool = True) -> list[str]:
+        """pip requirements of the stack: numpy and the required runtimes, or the optional runtimes that can install on it."""
+        if required:
+            return [f"numpy=={self.stack.numpy}", *(f"{r.name}=={r.version}" for r in self.runtimes if r.required)]
+        return [f"{r.name}=={r.version}" for r in self.runtimes if not r.required and not_installable(r.name, self.stack) is None]
+
+    def record(self) -> dict:
+        """The stack as the target's and the bundle's manifests record it: what was checked, and the pip requirements that give a board exactly that."""
+        return {
+            "title": OS_RELEASES[self.stack.release].title,
+            "release": self.stack.release,
+            "arch": self.arch,
+            "python": self.stack.python,
+            "numpy": self.stack.numpy,
+            "runtimes": {
+                r.name: {"version": r.version, "required": r.required} for r in self.runtimes if not_installable(r.name, self.stack) is None
+            },
+            "install": self.requirements(),
+            "optional_install": self.requirements(required=False),
+        }

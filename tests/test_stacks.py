@@ -1,0 +1,248 @@
+"""Board software stacks as data: ``[stack]``, which runtimes a stack can install, and the runtime environments' specs.
+
+Standard library only, no TensorFlow and no provisioning: these run in a second.
+"""
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edge_build.board.runtime import RUNTIMES
+from edge_build.config.profile import BoardStack, load_profile
+from edge_build.errors import ConfigError
+from edge_build.runtime_envs import describe, launcher, unavailable
+from edge_build.stacks import OS_RELEASES, EnvironmentSpec, RuntimeSpec, Stack, not_installable
+
+REPO = Path(__file__).resolve().parents[1]
+TFLITE = 'description = "x"\narch = "x86_64"\nartifacts = ["tflite_int8"]\n'
+TRIXIE = '[stack]\nrelease = "trixie"\npython = "3.13"\nnumpy = "2.2.6"\n'
+
+
+def load(tmp_path: Path, text: str):
+    (tmp_path / "board.toml").write_text(text, encoding="utf-8")
+    return load_profile(tmp_path, "board")
+
+
+def refusal(tmp_path: Path, text: str) -> str:
+    with pytest.raises(ConfigError) as caught:
+        load(tmp_path, text)
+    message = str(caught.value)
+    assert "\n" not in message, "configuration errors are one line"
+    return message
+
+
+def test_the_os_releases_and_their_cpythons():
+    assert {name: release.python for name, release in OS_RELEASES.items()} == {"bookworm": "3.11", "trixie": "3.13"}
+    assert Stack("trixie", "3.13", "2.2.6").describe() == "Debian 13 trixie (CPython 3.13, numpy 2.2.6)"
+    assert Stack("bookworm", "3.11", "1.26.4").numpy_major == 1
+
+
+def test_the_default_stack_is_bookworm_with_numpy_1(tmp_path: Path):
+    profile = load(tmp_path, TFLITE + '[[runtimes]]\nname = "tflite-runtime"\n')
+    assert profile.stack == BoardStack() == BoardStack("bookworm", "3.11", "1.26.4")
+    assert profile.runtimes[0].version == RUNTIMES["tflite-runtime"].version == "2.14.0"
+
+
+@pytest.mark.parametrize(
+    "stack, message",
+    [
+        ('release = "buster"\n', "key 'stack.release': unknown OS release 'buster' (allowed: bookworm, trixie)"),
+        ('python = "3.12"\n', "key 'stack.python': Debian 12 bookworm ships CPython 3.11, not 3.12 (allowed: 3.11)"),
+        # A release alone keeps the default CPython, which is bookworm's: the stack names both, or is refused.
+        ('release = "trixie"\nnumpy = "2.2.6"\n', "key 'stack.python': Debian 13 trixie ships CPython 3.13, not 3.11 (allowed: 3.13)"),
+        ('numpy = "2.2"\n', "key 'stack.numpy': expected an exact numpy version such as 1.26.4 or 2.2.6, not '2.2'"),
+        ('numpy = ">=1.26,<2"\n', "key 'stack.numpy': expected an exact numpy version such as 1.26.4 or 2.2.6, not '>=1.26,<2'"),
+        ('numpy = "3.0.0"\n', "key 'stack.numpy': expected an exact numpy version such as 1.26.4 or 2.2.6, not '3.0.0'"),
+        ("numpy = 2\n", "key 'stack.numpy' must be a string, not int 2"),
+        ('os = "trixie"\n', "unknown key 'stack.os' (allowed: release, python, numpy)"),
+    ],
+    ids=[
+        "unknown-release",
+        "python-not-the-releases",
+        "release-without-python",
+        "numpy-not-exact",
+        "numpy-a-range",
+        "numpy-3",
+        "numpy-int",
+        "unknown-key",
+    ],
+)
+def test_a_bad_stack_is_refused_with_file_key_and_choices(tmp_path: Path, stack: str, message: str):
+    text = TFLITE + "[stack]\n" + stack + '[[runtimes]]\nname = "ai-edge-litert"\n'
+    assert refusal(tmp_path, text) == f"{tmp_path / 'board.toml'}: {message}"
+
+
+def test_a_runtime_version_must_be_an_exact_wheel_version(tmp_path: Path):
+    message = refusal(tmp_path, TFLITE + '[[runtimes]]\nname = "tflite-runtime"\nversion = ">=2.14"\n')
+    assert message == f"{tmp_path / 'board.toml'}: key 'runtimes.version': expected an exact wheel version such as 2.14.0, not '>=2.14'"
+    assert load(tmp_path, TFLITE + '[[runtimes]]\nname = "ai-edge-litert"\nversion = "2.2.1"\n').runtimes[0].version == "2.2.1"
+
+
+def test_a_required_runtime_the_stack_cannot_install_is_refused_in_one_line(tmp_path: Path):
+    message = refusal(tmp_path, TFLITE + TRIXIE + '[[runtimes]]\nname = "tflite-runtime"\n')
+    assert message == (
+        f"{tmp_path / 'board.toml'}: key 'runtimes': required runtime tflite-runtime cannot be installed on the stack "
+        "Debian 13 trixie (CPython 3.13, numpy 2.2.6): tflite-runtime has wheels for CPython 3.8-3.11 only, and the trixie stack "
+        "has CPython 3.13 (allowed: another stack, or required = false to report it)"
+    )
+
+
+def test_numpy_2_on_bookworm_refuses_a_required_tflite_runtime(tmp_path: Path):
+    message = refusal(tmp_path, TFLITE + '[stack]\nnumpy = "2.2.6"\n[[runtimes]]\nname = "tflite-runtime"\n')
+    assert "required runtime tflite-runtime cannot be installed on the stack Debian 12 bookworm (CPython 3.11, numpy 2.2.6)" in message
+    assert "tflite-runtime needs numpy<2, and the bookworm stack has numpy 2.2.6" in message
+
+
+def test_an_optional_runtime_the_stack_cannot_install_is_accepted_and_ignored_for_quantization(tmp_path: Path):
+    runtimes = '[[runtimes]]\nname = "ai-edge-litert"\n[[runtimes]]\nname = "tflite-runtime"\nrequired = false\n'
+    profile = load(tmp_path, TFLITE + TRIXIE + runtimes)
+    assert [(r.name, r.version, r.required) for r in profile.runtimes] == [("ai-edge-litert", "2.3.0", True), ("tflite-runtime", "2.14.0", False)]
+    # tflite-runtime cannot load per-channel dense layers, but it cannot install on this stack either: per-channel it is.
+    assert profile.per_channel_dense
+    # The same runtimes on bookworm, where tflite-runtime installs: per-tensor, so that it can run the model.
+    assert not load(tmp_path, TFLITE + runtimes).per_channel_dense
+
+
+def test_not_installable_says_why():
+    bookworm, trixie = Stack("bookworm", "3.11", "1.26.4"), Stack("trixie", "3.13", "2.2.6")
+    assert not_installable("tflite-runtime", bookworm) is None and not_installable("ai-edge-litert", bookworm) is None
+    assert not_installable("ai-edge-litert", trixie) is None
+    assert not_installable("tflite-runtime", trixie) == "tflite-runtime has wheels for CPython 3.8-3.11 only, and the trixie stack has CPython 3.13"
+    assert (
+        not_installable("tflite-runtime", Stack("bookworm", "3.11", "2.0.0"))
+        == "tflite-runtime needs numpy<2, and the bookworm stack has numpy 2.0.0"
+    )
+
+
+def test_the_shipped_profiles_name_their_stacks():
+    host, arm64, trixie = (load_profile(REPO / "targets", name) for name in ("host", "arm64", "arm64-trixie"))
+    for profile in (host, arm64):
+        assert profile.stack == BoardStack("bookworm", "3.11", "1.26.4")
+        assert [(r.name, r.version, r.required) for r in profile.runtimes] == [("tflite-runtime", "2.14.0", True), ("ai-edge-litert", "2.3.0", False)]
+        assert not profile.per_channel_dense
+    assert trixie.arch == "aarch64" and set(trixie.artifacts) == {"tflite_int8", "tflite_fp32"}
+    assert trixie.stack == BoardStack("trixie", "3.13", "2.2.6")
+    assert [(r.name, r.version, r.required) for r in trixie.runtimes] == [("ai-edge-litert", "2.3.0", True), ("tflite-runtime", "2.14.0", False)]
+    assert trixie.per_channel_dense
+
+
+def test_a_profile_gives_its_environment_spec():
+    trixie = load_profile(REPO / "targets", "arm64-trixie")
+    spec = trixie.runtime_environment()
+    expected = EnvironmentSpec(
+        "aarch64",
+        Stack("trixie", "3.13", "2.2.6"),
+        (RuntimeSpec("ai-edge-litert", "2.3.0", True), RuntimeSpec("tflite-runtime", "2.14.0", False)),
+    )
+    # (The profile's stack is a BoardStack, a Stack with defaults: the same content, the same environment.)
+    assert dataclasses.asdict(spec) == dataclasses.asdict(expected) and spec.key() == expected.key()
+    assert spec.arguments() == [
+        "--arch",
+        "aarch64",
+        "--release",
+        "trixie",
+        "--python",
+        "3.13",
+        "--numpy",
+        "2.2.6",
+        "--runtime",
+        "ai-edge-litert==2.3.0",
+        "--optional-runtime",
+        "tflite-runtime==2.14.0",
+    ]
+
+
+HOST_SPEC = EnvironmentSpec(
+    "x86_64",
+    Stack("bookworm", "3.11", "1.26.4"),
+    (RuntimeSpec("tflite-runtime", "2.14.0", True), RuntimeSpec("ai-edge-litert", "2.3.0", False)),
+)
+
+
+def test_the_environment_key_is_stable_and_names_the_stack():
+    key = HOST_SPEC.key()
+    assert key.startswith("x86_64-bookworm-py3.11-") and len(key.rsplit("-", 1)[1]) == 10
+    assert key == HOST_SPEC.key() == load_profile(REPO / "targets", "host").runtime_environment().key()
+    # arm64 has the host's stack and runtimes on another architecture: an environment of its own.
+    assert load_profile(REPO / "targets", "arm64").runtime_environment().key().startswith("aarch64-bookworm-py3.11-")
+    # The same in another process, whatever its string hashing: SConstruct and the tests name one folder alike.
+    probe = (
+        "from edge_build.stacks import *\n"
+        "print(EnvironmentSpec('x86_64', Stack('bookworm', '3.11', '1.26.4'), "
+        "(RuntimeSpec('tflite-runtime', '2.14.0', True), RuntimeSpec('ai-edge-litert', '2.3.0', False))).key())"
+    )
+    environment = {**os.environ, "PYTHONHASHSEED": "12345"}
+    assert subprocess.run([sys.executable, "-c", probe], cwd=REPO, env=environment, capture_output=True, text=True, check=True).stdout.strip() == key
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        EnvironmentSpec("aarch64", HOST_SPEC.stack, HOST_SPEC.runtimes),
+        EnvironmentSpec("x86_64", Stack("bookworm", "3.11", "1.26.3"), HOST_SPEC.runtimes),
+        EnvironmentSpec("x86_64", Stack("trixie", "3.13", "2.2.6"), HOST_SPEC.runtimes),
+        EnvironmentSpec("x86_64", HOST_SPEC.stack, (RuntimeSpec("tflite-runtime", "2.14.0", True),)),
+        EnvironmentSpec("x86_64", HOST_SPEC.stack, (RuntimeSpec("tflite-runtime", "2.14.0", True), RuntimeSpec("ai-edge-litert", "2.2.0", False))),
+        EnvironmentSpec("x86_64", HOST_SPEC.stack, (RuntimeSpec("tflite-runtime", "2.14.0", True), RuntimeSpec("ai-edge-litert", "2.3.0", True))),
+    ],
+    ids=["arch", "numpy", "release", "runtimes", "runtime-version", "required"],
+)
+def test_a_different_spec_gets_a_different_environment(other: EnvironmentSpec):
+    assert other.key() != HOST_SPEC.key()
+    assert other.key().startswith(f"{other.arch}-{other.stack.release}-py{other.stack.python}-")
+
+
+def test_the_requirements_of_a_stack():
+    assert HOST_SPEC.requirements() == ["numpy==1.26.4", "tflite-runtime==2.14.0"]
+    assert HOST_SPEC.requirements(required=False) == ["ai-edge-litert==2.3.0"]
+    trixie = load_profile(REPO / "targets", "arm64-trixie").runtime_environment()
+    assert trixie.requirements() == ["numpy==2.2.6", "ai-edge-litert==2.3.0"]
+    assert trixie.requirements(required=False) == [], "tflite-runtime cannot install on trixie: no pip line offers it"
+
+
+def record(**changes) -> dict:
+    """An ``env.json`` record as the runtime_env stage writes it (native bookworm, tflite-runtime, ai-edge-litert not provisioned)."""
+    return {
+        "arch": "x86_64",
+        "stack": {"release": "bookworm", "python": "3.11", "numpy": "1.26.4", "title": "Debian 12 bookworm"},
+        "python_source": "this machine's /usr/bin/python3.11, in a virtual environment of its own",
+        "emulated": False,
+        "emulator": None,
+        "python": ["/envs/x/venv/bin/python"],
+        "pythonpath": ["/work/main"],
+        "runtimes": {
+            "tflite-runtime": {"version": "2.14.0", "required": True, "checkable": True, "reason": None},
+            "ai-edge-litert": {"version": None, "required": False, "checkable": False, "reason": "not provisioned: pip install failed"},
+        },
+        "python_version": "3.11.7",
+        "numpy_version": "1.26.4",
+        **changes,
+    }
+
+
+def test_starting_an_environment_and_what_cannot_run_there(monkeypatch):
+    monkeypatch.delenv("EDGE_BUILD_EMULATED", raising=False)
+    native = record()
+    prefix, variables = launcher(native)
+    assert prefix == ["/envs/x/venv/bin/python"] and variables["PYTHONPATH"] == "/work/main"
+    assert variables["PYTHONNOUSERSITE"] == "1" and "EDGE_BUILD_EMULATED" not in variables
+    assert unavailable(native, "tflite-runtime") is None
+    assert unavailable(native, "ai-edge-litert") == "not provisioned: pip install failed"
+    assert describe(native) == (
+        "Debian 12 bookworm: CPython 3.11.7 (this machine's /usr/bin/python3.11, in a virtual environment of its own), numpy 1.26.4; native x86_64"
+    )
+    emulated = record(
+        arch="aarch64",
+        emulated=True,
+        emulator={"path": "/envs/y/qemu/qemu-aarch64", "version": "10.0.2"},
+        python=["/envs/y/qemu/qemu-aarch64", "-L", "/envs/y/sysroot", "/envs/y/sysroot/usr/bin/python3.11"],
+        pythonpath=["/envs/y/site-packages", "/work/main"],
+    )
+    prefix, variables = launcher(emulated)
+    assert prefix == emulated["python"] and variables["PYTHONPATH"] == os.pathsep.join(emulated["pythonpath"])
+    assert variables["EDGE_BUILD_EMULATED"] == "1"
+    assert describe(emulated).endswith("numpy 1.26.4; emulated aarch64 under qemu 10.0.2")
