@@ -16,7 +16,9 @@ Standard library only: ``SConstruct`` imports this to parse the graph.
       calibration/  representative.npy, summary.json                   calibrate   <- calibration/, the split it draws from and its ids, labels, vocab
       baseline/     baseline.json                                      baseline    <- splits, labels
       quality/      quality.json                                       quality     <- reference logits, test split, baseline
-      runtime-envs/<target>/env.json (and the Python it describes)     runtime_env <- the profile's arch and runtimes
+      runtime-envs/<arch>-<release>-py<X.Y>-<hash>/env.json (and the Python it describes)
+                                                                       runtime_env <- the profile's arch, stack and runtimes
+      runtime-envs/apt/  the private apt configuration and the packages it fetched
       <target>/     the profile's artifacts (ARTIFACTS rows)           export, tflite
                     tflite_<p>.json, tflite_<p>.test_logits.npy        tflite      <- as the artifact, plus the test ids
                     golden.npz, device_checks.json, device_parity.json, latency.png
@@ -26,6 +28,7 @@ Standard library only: ``SConstruct`` imports this to parse the graph.
                     manifest.json                                      manifest    <- artifacts, conversion reports, eval, parity
                     bundle/..., bundle-<target>.tar.gz                 bundle      <- TF Lite models, golden set, manifest, board code
       reproducibility/, reproducibility.json                           verify-reproducible
+      logs/         data/data.log, model/train.log, <target>/tflite_int8.log, ... every stage's full output (edge_build.logged)
 """
 
 from __future__ import annotations
@@ -158,9 +161,14 @@ class Target:
 
 @dataclasses.dataclass(frozen=True)
 class Layout:
-    """The build directory's plan: every stage's outputs, by name."""
+    """The build directory's plan: every stage's outputs, by name.
+
+    ``runtime_envs`` moves the provisioned runtime environments elsewhere (default
+    ``<root>/runtime-envs``): they depend on nothing built, so build directories may share them.
+    """
 
     root: Path
+    runtime_envs: Path | None = None
 
     @property
     def data(self) -> Data:
@@ -212,9 +220,18 @@ class Layout:
     def quality(self) -> Path:
         return self.root / "quality" / "quality.json"
 
-    def runtime_env(self, target: str) -> Path:
-        """``env.json`` of the Python a target's runtimes run in; the environment itself lies beside it."""
-        return self.root / "runtime-envs" / target / "env.json"
+    @property
+    def runtime_envs_dir(self) -> Path:
+        return self.runtime_envs or self.root / "runtime-envs"
+
+    def runtime_env(self, key: str) -> Path:
+        """``env.json`` of one runtime environment (``stacks.EnvironmentSpec.key``); the environment itself lies beside it."""
+        return self.runtime_envs_dir / key / "env.json"
+
+    @property
+    def apt(self) -> Path:
+        """The private apt configuration, package lists and downloaded packages the runtime environments are assembled from."""
+        return self.runtime_envs_dir / "apt"
 
     def target(self, name: str) -> Target:
         return Target(self.root / name, name)
@@ -227,7 +244,19 @@ class Layout:
     def reproducibility_dir(self) -> Path:
         return self.root / "reproducibility"
 
+    def log(self, stage: str, output: Path) -> Path:
+        """A stage's full output, beside where its first output goes: ``logs/<that folder, from the root>/<stage>.log``.
+
+        An output outside the root (a shared runtime environment) logs under ``logs/elsewhere/<its absolute folder>/``.
+        """
+        folder = Path(output).parent
+        if not folder.is_relative_to(self.root):
+            folder = self.root / "elsewhere" / folder.resolve().relative_to("/")
+        return self.root / "logs" / folder.relative_to(self.root) / f"{stage}.log"
+
     @property
     def shared_dirs(self) -> list[Path]:
         """Everything ``scons -c`` removes besides the targets' own directories."""
-        return [self.root / d for d in ("data", "vocab", "tokens", "model", "reference", "calibration", "baseline", "quality", "reproducibility")]
+        return [
+            self.root / d for d in ("data", "vocab", "tokens", "model", "reference", "calibration", "baseline", "quality", "reproducibility", "logs")
+        ]

@@ -157,6 +157,32 @@ runs = 20
 """
 
 
+# The tiny profile on a trixie-like stack (CPython 3.13, numpy 2): ai-edge-litert gates, tflite-runtime cannot install.
+TINY_TRIXIE_PROFILE = TINY_PROFILE.replace(
+    '[[runtimes]]\nname = "tflite-runtime"\n',
+    '[stack]\nrelease = "trixie"\npython = "3.13"\nnumpy = "2.2.6"\n\n'
+    '[[runtimes]]\nname = "ai-edge-litert"\n\n[[runtimes]]\nname = "tflite-runtime"\nrequired = false\n',
+)
+
+
+def with_litert(profile_text: str, required: bool = False, version: str | None = None) -> str:
+    """``profile_text`` with ai-edge-litert as a second runtime after its tflite-runtime row."""
+    row = '[[runtimes]]\nname = "ai-edge-litert"\n' + (f'version = "{version}"\n' if version else "") + f"required = {str(required).lower()}\n"
+    text = profile_text.replace('name = "tflite-runtime"\n', f'name = "tflite-runtime"\n\n{row}', 1)
+    assert text != profile_text
+    return text
+
+
+def environment_with(env_json: Path, destination: Path, runtime: str, reason: str, required: bool = False) -> Path:
+    """A copy of ``env.json`` at ``destination`` where ``runtime`` could not be provisioned (as ``runtime_env`` records it)."""
+    import json
+
+    record = json.loads(env_json.read_text(encoding="utf-8"))
+    record["runtimes"][runtime] = {"version": None, "required": required, "checkable": False, "reason": reason}
+    destination.write_text(json.dumps(record), encoding="utf-8")
+    return destination
+
+
 def write_profile(directory: Path, name: str, text: str) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.toml"
@@ -182,14 +208,20 @@ def report_inputs(tiny_artifacts: dict, xla_checks: Path | None):
     )
 
 
-def reported_copy(tiny_artifacts: dict, destination: Path) -> dict:
-    """A copy of the tiny target after the report and manifest stages, as the bundle stage finds it."""
-    from edge_build.config.profile import load_profile
+def reported_copy(tiny_artifacts: dict, destination: Path, profile_text: str | None = None) -> dict:
+    """A copy of the tiny target after the report and manifest stages, as the bundle stage finds it.
+
+    ``profile_text`` replaces ``TINY_PROFILE`` for the report, manifest and what follows (another stack, say).
+    """
+    from edge_build.config.profile import load_profile, read_profile
     from edge_build.layout import Target
     from edge_build.stages import manifest, report
 
     shutil.copytree(tiny_artifacts["target"], destination)
-    profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
+    if profile_text is None:
+        profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
+    else:
+        profile = read_profile(write_profile(destination.parent / "targets", "tiny", profile_text))
     target = Target(destination, "tiny")
     report.build_report(profile, report_inputs(tiny_artifacts, target.xla_checks), target)
     layout = tiny_artifacts["layout"]
@@ -197,8 +229,60 @@ def reported_copy(tiny_artifacts: dict, destination: Path) -> dict:
     return {"target": destination, "profile": profile, "manifest_args": args, "record": manifest.build_manifest(*args)}
 
 
+def debian_packages_unavailable() -> str | None:
+    """Why this machine cannot fetch Debian's packages with a private apt configuration (a release's own CPython, qemu-user), or ``None``.
+
+    Provisioning needs no root and changes nothing machine-wide: only the apt-get
+    and dpkg-deb programs and Debian's archive keyring, to verify what it fetches.
+    """
+    from edge_build.stages.runtime_env import KEYRING
+
+    for program in ("apt-get", "dpkg-deb"):
+        if not shutil.which(program):
+            return f"no {program}: a stack's CPython comes from its Debian release's own packages"
+    if not KEYRING.is_file():
+        return f"no {KEYRING} (package debian-archive-keyring): the Debian packages cannot be verified"
+    return None
+
+
+def board_launcher(environment: dict) -> tuple[list[str], dict[str, str]]:
+    """``runtime_envs.launcher`` without this project on ``PYTHONPATH``: a board has the bundle, numpy and a runtime, not edge-build."""
+    import os
+
+    from edge_build.runtime_envs import launcher
+
+    prefix, variables = launcher(environment)
+    kept = [entry for entry in environment["pythonpath"] if Path(entry).resolve() != REPO]
+    variables["PYTHONPATH"] = os.pathsep.join(kept)
+    if not kept:
+        del variables["PYTHONPATH"]
+    return prefix, variables
+
+
 @pytest.fixture(scope="session")
-def tiny_artifacts(tiny_build) -> dict[str, Path]:
+def runtime_envs(tmp_path_factory) -> Path:
+    """One folder of runtime environments for the whole session: stage tests and SCons builds (``runtime_envs=``) share them."""
+    return tmp_path_factory.mktemp("runtime-envs")
+
+
+@pytest.fixture(scope="session")
+def host_runtime_env(runtime_envs: Path) -> Path:
+    """``env.json`` of the tiny profile's runtime environment (the Debian 12 stack: CPython 3.11, numpy 1.26.4, tflite-runtime), provisioned once."""
+    from edge_build.config.profile import read_profile
+    from edge_build.layout import Layout
+    from edge_build.stages.runtime_env import provision
+
+    profile = read_profile(write_profile(runtime_envs.parent / "host-profile", "tiny", TINY_PROFILE))
+    layout = Layout(runtime_envs.parent, runtime_envs)
+    spec = profile.runtime_environment()
+    env_json = layout.runtime_env(spec.key())
+    if not env_json.is_file():
+        provision(spec, env_json, layout.apt, REPO)
+    return env_json
+
+
+@pytest.fixture(scope="session")
+def tiny_artifacts(tiny_build, host_runtime_env) -> dict[str, Path]:
     """The tiny model compiled for ``TINY_PROFILE``: calibration set, the TF Lite models, XLA SavedModel, runtime and XLA checks."""
     from edge_build.config.profile import load_profile
     from edge_build.stages import calibrate, export, runtime_check, tflite, xla_check
@@ -232,7 +316,7 @@ def tiny_artifacts(tiny_build) -> dict[str, Path]:
     target = layout.target("tiny")
     for name in profile.tflite_artifacts:
         paths[name] = target.artifact(name)
-        tflite.convert(name, inputs, profile, tuple(target.artifact_files(name)))
+        tflite.convert(name, inputs, profile, tuple(target.artifact_files(name)), host_runtime_env)
     paths["saved_model_xla"] = export.export(
         files.split("val"),
         files.labels,
@@ -247,8 +331,9 @@ def tiny_artifacts(tiny_build) -> dict[str, Path]:
     # As SCons does: the target's saved_model_cpu is a copy of the reference export.
     shutil.copytree(tiny_build["saved_model"], target.artifact("saved_model_cpu"))
     paths["target"] = target.dir
+    paths["runtime_env"] = host_runtime_env
     test = runtime_check.TestSplit.read(files.split("test"), layout.token_ids("test"), layout.reference_logits, files.labels)
-    runtime_check.runtime_checks(profile, test, target)
+    runtime_check.runtime_checks(profile, test, target, host_runtime_env)
     paths["xla_checks"] = target.xla_checks
     xla_check.xla_checks(profile, tiny_build["saved_model"], paths["saved_model_xla"], files.split("test"), paths["xla_checks"])
     return paths

@@ -2,6 +2,7 @@
 
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -10,12 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TINY_PROFILE, reported_copy, write_profile
+from conftest import TINY_PROFILE, TINY_TRIXIE_PROFILE, board_launcher, reported_copy, with_litert, write_profile
 
 from edge_build.artifacts import ARTIFACTS
 from edge_build.board.launch import BundleError, safe_extract, verify
 from edge_build.config.profile import load_profile
 from edge_build.layout import Target
+from edge_build.runtime_envs import read_environment
 from edge_build.stages import bundle
 
 
@@ -30,7 +32,14 @@ def tiny_bundle(tiny_artifacts, tmp_path_factory) -> dict:
     reported = reported_copy(tiny_artifacts, tmp_path_factory.mktemp("bundle") / "tiny")
     target, profile = Target(reported["target"], "tiny"), reported["profile"]
     record = bundle.build_bundle(profile, *bundle_inputs(tiny_artifacts), target)
-    return {"target": target.dir, "folder": target.bundle_dir, "archive": target.bundle_archive, "record": record, "profile": profile}
+    return {
+        "target": target.dir,
+        "folder": target.bundle_dir,
+        "archive": target.bundle_archive,
+        "record": record,
+        "profile": profile,
+        "runtime_env": read_environment(tiny_artifacts["runtime_env"]),
+    }
 
 
 def test_the_bundle_holds_exactly_what_the_build_declares(tiny_bundle):
@@ -62,6 +71,20 @@ def test_the_bundle_holds_exactly_what_the_build_declares(tiny_bundle):
     assert set(manifest["files"]) == set(files) - {"manifest.json"}
     assert manifest["default_model"] == "model_int8.tflite" and manifest["default_runtime"] == "tflite-runtime"
     assert manifest["versions"]["tensorflow"].startswith("2.21") and manifest["versions"]["tflite-runtime"] == "2.14.0"
+    # The stack the bundle was checked on, and the pip line that gives a board exactly that.
+    assert manifest["stack"] == {
+        "title": "Debian 12 bookworm",
+        "release": "bookworm",
+        "arch": "x86_64",
+        "python": "3.11",
+        "numpy": "1.26.4",
+        "runtimes": {"tflite-runtime": {"version": "2.14.0", "required": True}},
+        "install": ["numpy==1.26.4", "tflite-runtime==2.14.0"],
+        "optional_install": [],
+    }
+    readme = (folder / "README.md").read_text(encoding="utf-8")
+    assert "Checked on the Debian 12 bookworm stack: x86_64, CPython 3.11, numpy 1.26.4, tflite-runtime 2.14.0." in readme
+    assert "    python -m pip install numpy==1.26.4 tflite-runtime==2.14.0\n" in readme and "Optionally" not in readme
     assert manifest["metrics"]["tflite_int8"]["device_parity"]["tflite-runtime"]["top1_agreement"] >= 0.8
     # What bench.py --parity holds the golden set to: the artifact table's checks and the profile's tolerances.
     checks = {name: [list(check) for check in ARTIFACTS[name].parity] for name in ("tflite_fp32", "tflite_fp16", "tflite_int8")}
@@ -112,9 +135,10 @@ def test_a_tampered_or_truncated_file_is_refused(tiny_bundle, tmp_path: Path, da
     assert result.stderr.startswith(f"error: {folder}/") and result.stderr.count("\n") == 1 and message in result.stderr
 
 
-def run_bench(folder: Path, *args: str) -> subprocess.CompletedProcess:
-    """``python3 bench.py ARGS`` in a bundle folder, as on the board (this Python has numpy and tflite-runtime)."""
-    return subprocess.run([sys.executable, "bench.py", *args], cwd=folder, capture_output=True, text=True)
+def run_bench(environment: dict, folder: Path, *args: str) -> subprocess.CompletedProcess:
+    """``python3 bench.py ARGS`` in a bundle folder, as on the board: the stack's Python with numpy and the runtime, no edge-build."""
+    python, variables = board_launcher(environment)
+    return subprocess.run([*python, "bench.py", *args], cwd=folder, env=variables, capture_output=True, text=True)
 
 
 def test_the_board_refuses_an_accuracy_drop_the_build_refuses(tiny_artifacts, tiny_bundle, tmp_path: Path):
@@ -122,7 +146,16 @@ def test_the_board_refuses_an_accuracy_drop_the_build_refuses(tiny_artifacts, ti
 
     quick = ("--runs", "1", "--warmup", "0")
     # As built, the bundle passes on the board; this also gives the INT8 model's logits on the golden set, as the board computes them.
-    accepted = run_bench(tiny_bundle["folder"], "--parity", *quick, "--out", str(tmp_path / "accepted.json"), "--outputs", str(tmp_path / "int8.npy"))
+    accepted = run_bench(
+        tiny_bundle["runtime_env"],
+        tiny_bundle["folder"],
+        "--parity",
+        *quick,
+        "--out",
+        str(tmp_path / "accepted.json"),
+        "--outputs",
+        str(tmp_path / "int8.npy"),
+    )
     assert accepted.returncode == 0, accepted.stderr
     assert "parity: within the build's tolerances" in accepted.stdout.splitlines()
     with np.load(tiny_bundle["folder"] / "golden.npz") as stored:
@@ -154,7 +187,7 @@ def test_the_board_refuses_an_accuracy_drop_the_build_refuses(tiny_artifacts, ti
     bundle.build_bundle(profile, *bundle_inputs(tiny_artifacts), target)
     assert verify(str(target.bundle_dir))["tolerances"]["int8_max_accuracy_drop"] == 0.1
 
-    refused = run_bench(target.bundle_dir, "--parity", *quick, "--out", str(tmp_path / "refused.json"))
+    refused = run_bench(tiny_bundle["runtime_env"], target.bundle_dir, "--parity", *quick, "--out", str(tmp_path / "refused.json"))
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert "parity: OUTSIDE the build's tolerances: accuracy drop 0.166667 (allowed <= 0.1)" in refused.stdout.splitlines()
     figures = json.loads((tmp_path / "refused.json").read_text(encoding="utf-8"))["parity"]
@@ -167,10 +200,11 @@ def test_the_board_refuses_an_accuracy_drop_the_build_refuses(tiny_artifacts, ti
 def test_bench_options_are_honoured_as_written_and_never_abbreviated(tiny_bundle, tmp_path: Path):
     quick = ("--runs", "1", "--warmup", "0")
     # An abbreviation would compute parity but skip the build's checks: refused instead.
-    abbreviated = run_bench(tiny_bundle["folder"], "--par", *quick)
+    abbreviated = run_bench(tiny_bundle["runtime_env"], tiny_bundle["folder"], "--par", *quick)
     assert abbreviated.returncode == 2 and "unrecognized arguments: --par" in abbreviated.stderr
     # --option=value is the user's choice, not overridden by the bundle's defaults.
     result = run_bench(
+        tiny_bundle["runtime_env"],
         tiny_bundle["folder"],
         "model_fp32.tflite",
         f"--golden={tiny_bundle['folder'] / 'golden.npz'}",
@@ -210,24 +244,90 @@ def test_extraction_never_writes_outside_its_folder(tmp_path: Path, name, kind, 
     assert not (tmp_path / "out").exists() and not (tmp_path / "escape.txt").exists()
 
 
+@pytest.fixture(scope="module")
+def trixie_bundle(tiny_artifacts, tmp_path_factory) -> dict:
+    """The tiny target bundled for a trixie-like board: CPython 3.13, numpy 2.2.6, ai-edge-litert."""
+    assert TINY_TRIXIE_PROFILE != TINY_PROFILE
+    reported = reported_copy(tiny_artifacts, tmp_path_factory.mktemp("trixie-bundle") / "tiny", TINY_TRIXIE_PROFILE)
+    target, profile = Target(reported["target"], "tiny"), reported["profile"]
+    bundle.build_bundle(profile, *bundle_inputs(tiny_artifacts), target)
+    return {"target": target.dir, "folder": target.bundle_dir, "archive": target.bundle_archive, "profile": profile}
+
+
+def test_a_trixie_bundle_names_its_stack_and_its_install_line(trixie_bundle):
+    manifest = verify(str(trixie_bundle["folder"]))
+    assert manifest["default_runtime"] == "ai-edge-litert", "the first required runtime, not the first listed"
+    assert manifest["stack"] == {
+        "title": "Debian 13 trixie",
+        "release": "trixie",
+        "arch": "x86_64",
+        "python": "3.13",
+        "numpy": "2.2.6",
+        "runtimes": {"ai-edge-litert": {"version": "2.3.0", "required": True}},
+        "install": ["numpy==2.2.6", "ai-edge-litert==2.3.0"],
+        "optional_install": [],
+    }
+    # tflite-runtime cannot install on this stack: the manifest records no version of it, and no pip line offers it.
+    assert manifest["versions"]["ai-edge-litert"] == "2.3.0" and "tflite-runtime" not in manifest["versions"]
+    readme = (trixie_bundle["folder"] / "README.md").read_text(encoding="utf-8")
+    assert "Checked on the Debian 13 trixie stack: x86_64, CPython 3.13, numpy 2.2.6, ai-edge-litert 2.3.0." in readme
+    assert "    python -m pip install numpy==2.2.6 ai-edge-litert==2.3.0\n" in readme
+    assert "tflite-runtime" not in readme and "numpy<2" not in readme
+
+
+def test_a_bookworm_bundle_offers_its_optional_runtime_on_a_line_of_its_own(tiny_artifacts, tmp_path: Path):
+    profile = load_profile(write_profile(tmp_path / "targets", "tiny", with_litert(TINY_PROFILE)).parent, "tiny")
+    stack = bundle.stack_description(profile)
+    assert stack["install"] == ["numpy==1.26.4", "tflite-runtime==2.14.0"] and stack["optional_install"] == ["ai-edge-litert==2.3.0"]
+    assert stack["runtimes"] == {"tflite-runtime": {"version": "2.14.0", "required": True}, "ai-edge-litert": {"version": "2.3.0", "required": False}}
+    readme = bundle.board_readme(profile)
+    assert (
+        "Checked on the Debian 12 bookworm stack: x86_64, CPython 3.11, numpy 1.26.4, tflite-runtime 2.14.0, ai-edge-litert 2.3.0 (optional)."
+        in readme
+    )
+    assert "    python -m pip install numpy==1.26.4 tflite-runtime==2.14.0\n" in readme
+    assert "\nOptionally, to compare runtimes: `python -m pip install ai-edge-litert==2.3.0`\n" in readme
+
+
 @pytest.mark.slow
-def test_the_bundle_runs_in_a_virtual_environment_with_only_numpy_and_tflite_runtime(tiny_bundle, tmp_path: Path):
-    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "board-venv")], check=True)
+@pytest.mark.parametrize("which", ["bookworm", "trixie"])
+def test_the_bundle_runs_in_a_virtual_environment_with_only_the_stacks_packages(tiny_bundle, trixie_bundle, which: str, tmp_path: Path):
+    """As a board installs it, from the bundle's own README: a venv of the stack's CPython with numpy and the runtime, and no TensorFlow."""
+    from edge_build.stages.runtime_env import machine_python
+
+    built = {"bookworm": tiny_bundle, "trixie": trixie_bundle}[which]
+    spec = built["profile"].runtime_environment()
+    interpreter = machine_python(spec.stack.python)
+    if interpreter is None:
+        pytest.skip(f"no CPython {spec.stack.python} on this machine (python{spec.stack.python} on PATH or pyenv's)")
+    subprocess.run([str(interpreter), "-m", "venv", str(tmp_path / "board-venv")], check=True)
     python = str(tmp_path / "board-venv" / "bin" / "python")
-    subprocess.run([python, "-m", "pip", "install", "-q", "numpy>=1.26,<2", "tflite-runtime>=2.14,<2.15"], check=True, capture_output=True)
-    installed = subprocess.run([python, "-m", "pip", "list", "--format=freeze"], check=True, capture_output=True, text=True).stdout
-    assert "tensorflow" not in installed.lower().replace("tflite", "")
-    safe_extract(str(tiny_bundle["archive"]), str(tmp_path / "board"))
+    requirements = spec.requirements()
+    assert requirements == {"bookworm": ["numpy==1.26.4", "tflite-runtime==2.14.0"], "trixie": ["numpy==2.2.6", "ai-edge-litert==2.3.0"]}[which]
+    assert f"python -m pip install {' '.join(requirements)}\n" in (built["folder"] / "README.md").read_text(encoding="utf-8")
+    subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements], check=True, capture_output=True)
+    installed = dict(
+        line.split("==", 1)
+        for line in subprocess.run([python, "-m", "pip", "list", "--format=freeze"], check=True, capture_output=True, text=True).stdout.split()
+    )
+    assert installed["numpy"] == spec.stack.numpy and not any(name.lower().startswith(("tensorflow", "keras", "edge")) for name in installed)
+    assert ("tflite-runtime" in installed) == (which == "bookworm") and ("ai-edge-litert" in installed) == (which == "trixie")
+    safe_extract(str(built["archive"]), str(tmp_path / "board"))
     folder = tmp_path / "board" / "bundle-tiny"
-    bench = subprocess.run([python, "bench.py", "--parity", "--runs", "20"], cwd=folder, capture_output=True, text=True)
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    bench = subprocess.run([python, "bench.py", "--parity", "--runs", "20"], cwd=folder, env=environment, capture_output=True, text=True)
     assert bench.returncode == 0, bench.stderr
     assert "p50" in bench.stdout and "parity: within the build's tolerances" in bench.stdout
     classify = subprocess.run(
-        [python, "classify.py", "--json", "The telescope saw a comet near the planet orbit"], cwd=folder, capture_output=True, text=True
+        [python, "classify.py", "--json", "The telescope saw a comet near the planet orbit"],
+        cwd=folder,
+        env=environment,
+        capture_output=True,
+        text=True,
     )
     assert classify.returncode == 0, classify.stderr
     answer = json.loads(classify.stdout)
     assert answer["label"] == "astronomy" and sum(answer["probabilities"].values()) == pytest.approx(1.0, abs=1e-5)
     (folder / "labels.txt").write_text("tampered\n")
-    refused = subprocess.run([python, "classify.py", "hello"], cwd=folder, capture_output=True, text=True)
+    refused = subprocess.run([python, "classify.py", "hello"], cwd=folder, env=environment, capture_output=True, text=True)
     assert refused.returncode == 2 and "labels.txt" in refused.stderr and "manifest" in refused.stderr

@@ -1,8 +1,12 @@
-"""aarch64 runtimes under qemu user-mode emulation: the arm64 profile's parity on real arm64 binaries.
+"""aarch64 runtimes under qemu user-mode emulation: the arm64 profiles' parity on real arm64 binaries.
 
-Provisioning installs qemu-user with apt, so it needs root and Debian's apt.
-Elsewhere these tests are skipped with the reason, except where
-EDGE_BUILD_REQUIRE_EMULATION=1 (CI sets it), where a missing prerequisite fails.
+Provisioning fetches a Debian release's own arm64 CPython and Debian 13's
+statically linked qemu-user through a private apt configuration: no root and
+nothing machine-wide, only the apt-get and dpkg-deb programs and Debian's
+archive keyring. Where those are missing (or this machine is not x86_64) these
+tests are skipped with the reason, except where EDGE_BUILD_REQUIRE_EMULATION=1
+(CI sets it), where a missing prerequisite fails. Each environment is
+provisioned once per session (about 30 s plus downloads).
 """
 
 import json
@@ -14,27 +18,28 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TINY_PROFILE, write_profile
+from conftest import REPO, TINY_PROFILE, TINY_TRIXIE_PROFILE, debian_packages_unavailable, with_litert, write_profile
 
 from edge_build.config.profile import load_profile
 from edge_build.errors import StageError
 from edge_build.layout import Target
 from edge_build.platforms import host_arch
+from edge_build.runtime_envs import describe, launcher
+from edge_build.stacks import EnvironmentSpec, RuntimeSpec, Stack
 from edge_build.stages import runtime_check
 from edge_build.stages.runtime_env import provision
 
 pytestmark = [pytest.mark.emulation, pytest.mark.slow]
 REQUIRED = os.environ.get("EDGE_BUILD_REQUIRE_EMULATION") == "1"
+TRIXIE_SPEC = EnvironmentSpec(
+    "aarch64", Stack("trixie", "3.13", "2.2.6"), (RuntimeSpec("ai-edge-litert", "2.3.0", True), RuntimeSpec("tflite-runtime", "2.14.0", False))
+)
 
 
 def unavailable() -> str | None:
     if host_arch() != "x86_64":
-        return f"this machine is {host_arch()}: the arm64 profile runs natively here"
-    if not shutil.which("apt-get") or not shutil.which("dpkg"):
-        return "no apt-get/dpkg: emulation is provisioned from Debian's packages"
-    if os.geteuid() != 0:
-        return "provisioning installs qemu-user with apt-get and needs root"
-    return None
+        return f"this machine is {host_arch()}: the arm64 profiles run natively here"
+    return debian_packages_unavailable()
 
 
 def skip_or_fail(reason: str):
@@ -43,31 +48,55 @@ def skip_or_fail(reason: str):
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="module")
-def arm64_env(tmp_path_factory) -> dict:
+def provisioned(spec: EnvironmentSpec, runtime_envs: Path) -> dict:
+    """The environment ``spec`` describes, in the session's shared folder, as SConstruct names it."""
     reason = unavailable()
     if reason:
         skip_or_fail(reason)
+    env_json = runtime_envs / spec.key() / "env.json"
     try:
-        return provision("aarch64", ["tflite-runtime", "ai-edge-litert"], tmp_path_factory.mktemp("runtime-envs") / "arm64" / "env.json", REPO)
+        record = provision(spec, env_json, runtime_envs / "apt", REPO)
     except StageError as exc:
         skip_or_fail(f"provisioning failed: {exc}")
+    return {**record, "env_json": str(env_json)}
 
 
-# The arm64 profile's artifacts (targets/arm64.toml) on the tiny model, with ai-edge-litert optional as there.
-ARM64_PROFILE = (
-    TINY_PROFILE.replace('arch = "x86_64"', 'arch = "aarch64"').replace(
+@pytest.fixture(scope="module")
+def arm64_env(runtime_envs: Path) -> dict:
+    """The arm64 profile's environment: Debian 12's arm64 CPython 3.11, numpy 1.26.4, tflite-runtime (required) and ai-edge-litert (optional)."""
+    return provisioned(load_profile(REPO / "targets", "arm64").runtime_environment(), runtime_envs)
+
+
+@pytest.fixture(scope="module")
+def trixie_env(runtime_envs: Path) -> dict:
+    """A trixie board's: Debian 13's arm64 CPython 3.13, numpy 2.2.6, ai-edge-litert (required) and tflite-runtime (optional, not installable)."""
+    return provisioned(TRIXIE_SPEC, runtime_envs)
+
+
+def aarch64(profile_text: str) -> str:
+    """A tiny profile for the arm64 boards: aarch64, the arm64 profiles' artifacts."""
+    text = profile_text.replace('arch = "x86_64"', 'arch = "aarch64"').replace(
         'artifacts = ["saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_fp16", "tflite_int8"]',
         'artifacts = ["tflite_fp32", "tflite_int8"]',
     )
-    + '\n[[runtimes]]\nname = "ai-edge-litert"\nrequired = false\n'
-)
+    assert text.count("aarch64") == 1 and "saved_model" not in text
+    return text
 
 
-def test_the_arm64_profile_lists_the_arm64_artifacts(tmp_path: Path):
+# The arm64 profile's artifacts (targets/arm64.toml) on the tiny model, with ai-edge-litert optional as there.
+ARM64_PROFILE = aarch64(with_litert(TINY_PROFILE))
+# arm64-trixie's: ai-edge-litert required, tflite-runtime listed but optional (it cannot install on CPython 3.13).
+TRIXIE_PROFILE = aarch64(TINY_TRIXIE_PROFILE)
+
+
+def test_the_arm64_profiles_list_the_arm64_artifacts(tmp_path: Path):
     profile = load_profile(write_profile(tmp_path / "targets", "board", ARM64_PROFILE).parent, "board")
     assert profile.arch == "aarch64" and profile.artifacts == ("tflite_fp32", "tflite_int8")
     assert [(r.name, r.required) for r in profile.runtimes] == [("tflite-runtime", True), ("ai-edge-litert", False)]
+    shipped = load_profile(REPO / "targets", "arm64").runtime_environment()
+    assert profile.runtime_environment().key() == shipped.key(), "the tiny arm64 profile checks on the shipped profile's environment"
+    trixie = load_profile(write_profile(tmp_path / "targets", "trixie", TRIXIE_PROFILE).parent, "trixie")
+    assert trixie.runtime_environment().key() == TRIXIE_SPEC.key() == load_profile(REPO / "targets", "arm64-trixie").runtime_environment().key()
 
 
 def read_test_split(tiny_artifacts) -> runtime_check.TestSplit:
@@ -75,11 +104,14 @@ def read_test_split(tiny_artifacts) -> runtime_check.TestSplit:
     return runtime_check.TestSplit.read(layout.data.split("test"), layout.token_ids("test"), layout.reference_logits, layout.data.labels)
 
 
-def test_the_environment_is_an_emulated_aarch64_python(arm64_env):
+def test_the_environment_is_debian_12s_aarch64_python_under_qemu(arm64_env):
     assert arm64_env["emulated"] and arm64_env["arch"] == "aarch64"
     assert tuple(int(x) for x in arm64_env["emulator"]["version"].split(".")[:1]) >= (8,)
-    assert arm64_env["runtimes"]["tflite-runtime"] == {"version": "2.14.0", "checkable": True, "reason": None}
-    assert arm64_env["runtimes"]["ai-edge-litert"]["checkable"]
+    assert arm64_env["python_version"].startswith("3.11.") and arm64_env["numpy_version"] == "1.26.4"
+    assert arm64_env["python_source"].startswith("Debian 12 bookworm's own arm64 package python3.11-minimal ")
+    assert arm64_env["runtimes"]["tflite-runtime"] == {"version": "2.14.0", "required": True, "checkable": True, "reason": None}
+    assert arm64_env["runtimes"]["ai-edge-litert"] == {"version": "2.3.0", "required": False, "checkable": True, "reason": None}
+    assert describe(arm64_env).endswith(f"numpy 1.26.4; emulated aarch64 under qemu {arm64_env['emulator']['version']}")
 
 
 def test_emulated_parity_matches_the_x86_64_figures(tiny_artifacts, arm64_env, tmp_path: Path):
@@ -90,7 +122,7 @@ def test_emulated_parity_matches_the_x86_64_figures(tiny_artifacts, arm64_env, t
         for runtime in ("tflite-runtime", "ai-edge-litert"):
             outcome = runtime_check.run_in_environment(tiny_artifacts[artifact], runtime, golden, profile, tmp_path, arm64_env)
             assert outcome["status"] == "ok", (artifact, runtime, outcome["status"])
-            assert outcome["machine"] == "aarch64" and outcome["emulated"]
+            assert outcome["machine"] == "aarch64" and outcome["emulated"] and outcome["python"] == arm64_env["python_version"]
             native = x86[artifact]["tflite-runtime"]["parity"]
             assert outcome["parity"]["top1_agreement"] == native["top1_agreement"]
             assert outcome["parity"]["max_abs_logit_error"] == pytest.approx(native["max_abs_logit_error"], abs=1e-5)
@@ -98,7 +130,7 @@ def test_emulated_parity_matches_the_x86_64_figures(tiny_artifacts, arm64_env, t
 
 def test_a_crash_of_the_aarch64_runtime_is_reported_and_stops_the_build(tiny_artifacts, arm64_env, tmp_path: Path, capsys, monkeypatch):
     # A segfault in the emulated aarch64 process reaches us as the same signal, which the runner reports.
-    python, environment = runtime_check.runner(arm64_env)
+    python, environment = launcher(arm64_env)
     script = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
     assert subprocess.run([*python, "-c", script], env=environment, capture_output=True).returncode == -signal.SIGSEGV
     profile = load_profile(write_profile(tmp_path / "targets", "board", ARM64_PROFILE).parent, "board")
@@ -125,6 +157,7 @@ def test_an_optional_runtime_the_emulator_cannot_run_is_reported_not_gated(tiny_
             **arm64_env["runtimes"],
             "ai-edge-litert": {
                 "version": "2.3.0",
+                "required": False,
                 "checkable": False,
                 "reason": "ai-edge-litert's aarch64 build crashes under qemu 7.2; it needs qemu >= 8",
             },
@@ -135,5 +168,52 @@ def test_an_optional_runtime_the_emulator_cannot_run_is_reported_not_gated(tiny_
     shutil.copytree(tiny_artifacts["target"], target)
     summary = runtime_check.runtime_checks(profile, read_test_split(tiny_artifacts), Target(target, "board"), _env_file(old_qemu, tmp_path))
     litert = summary["checks"]["tflite_int8"]["ai-edge-litert"]
-    assert litert["status"].startswith("not checkable here: ai-edge-litert's aarch64 build crashes under qemu 7.2") and litert["problems"] == []
+    assert litert == {"status": "not checked: ai-edge-litert's aarch64 build crashes under qemu 7.2; it needs qemu >= 8", "problems": []}
     assert summary["checks"]["tflite_int8"]["tflite-runtime"]["status"] == "ok"
+
+
+def test_the_trixie_environment_is_debian_13s_aarch64_python_with_numpy_2(trixie_env):
+    assert trixie_env["emulated"] and trixie_env["arch"] == "aarch64"
+    assert trixie_env["python_version"].startswith("3.13.") and trixie_env["numpy_version"] == "2.2.6"
+    assert trixie_env["python_source"].startswith("Debian 13 trixie's own arm64 package python3.13-minimal ")
+    assert trixie_env["runtimes"]["ai-edge-litert"] == {"version": "2.3.0", "required": True, "checkable": True, "reason": None}
+    assert trixie_env["runtimes"]["tflite-runtime"] == {
+        "version": None,
+        "required": False,
+        "checkable": False,
+        "reason": "not installable: tflite-runtime has wheels for CPython 3.8-3.11 only, and the trixie stack has CPython 3.13",
+    }
+    python, environment = launcher(trixie_env)
+    probe = "import platform, numpy; from importlib.metadata import version; print(platform.machine(), numpy.__version__, version('ai-edge-litert'))"
+    done = subprocess.run([*python, "-c", probe], env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["aarch64", "2.2.6", "2.3.0"]
+
+
+def test_the_tiny_models_pass_on_ai_edge_litert_on_the_trixie_stack(tiny_artifacts, trixie_env, tmp_path: Path):
+    profile = load_profile(write_profile(tmp_path / "targets", "board", TRIXIE_PROFILE).parent, "board")
+    golden = tiny_artifacts["target"] / "golden.npz"
+    x86 = json.loads((tiny_artifacts["target"] / "device_checks.json").read_text())["checks"]
+    for artifact in ("tflite_fp32", "tflite_int8"):
+        outcome = runtime_check.run_in_environment(tiny_artifacts[artifact], "ai-edge-litert", golden, profile, tmp_path, trixie_env)
+        assert outcome["status"] == "ok", (artifact, outcome["status"])
+        assert outcome["machine"] == "aarch64" and outcome["emulated"] and outcome["runtime_version"] == "2.3.0"
+        assert outcome["python"] == trixie_env["python_version"] and outcome["python"].startswith("3.13.")
+        native = x86[artifact]["tflite-runtime"]["parity"]
+        assert outcome["parity"]["top1_agreement"] == native["top1_agreement"]
+        assert outcome["parity"]["max_abs_logit_error"] == pytest.approx(native["max_abs_logit_error"], abs=1e-5)
+
+
+def test_tflite_runtime_on_the_trixie_stack_is_reported_not_checked_and_never_gates(tiny_artifacts, trixie_env, tmp_path: Path):
+    profile = load_profile(write_profile(tmp_path / "targets", "board", TRIXIE_PROFILE).parent, "board")
+    target = tmp_path / "target"
+    shutil.copytree(tiny_artifacts["target"], target)
+    summary = runtime_check.runtime_checks(profile, read_test_split(tiny_artifacts), Target(target, "board"), Path(trixie_env["env_json"]))
+    reason = "not installable: tflite-runtime has wheels for CPython 3.8-3.11 only, and the trixie stack has CPython 3.13"
+    for artifact in ("tflite_fp32", "tflite_int8"):
+        assert summary["checks"][artifact]["tflite-runtime"] == {"status": f"not checked: {reason}", "problems": []}
+        assert summary["checks"][artifact]["ai-edge-litert"]["status"] == "ok"
+        assert summary["checks"][artifact]["ai-edge-litert"]["problems"] == []
+    assert summary["stack"].startswith("Debian 13 trixie: CPython 3.13.") and "numpy 2.2.6; emulated aarch64 under qemu" in summary["stack"]
+    device_parity = json.loads((target / "device_parity.json").read_text())
+    assert {runtime for per in device_parity.values() for runtime in per} == {"ai-edge-litert"}

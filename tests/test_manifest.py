@@ -5,8 +5,9 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
-from conftest import reported_copy
+from conftest import TINY_TRIXIE_PROFILE, reported_copy
 
 from edge_build.errors import StageError
 from edge_build.layout import Target
@@ -36,6 +37,8 @@ def test_every_artifact_is_recorded_with_its_checksum_and_size(tiny_manifest):
 def test_versions_inputs_and_hyperparameters_are_recorded(tiny_manifest):
     record, paths = tiny_manifest["record"], tiny_manifest["paths"]
     assert record["versions"]["tensorflow"].startswith("2.21") and record["versions"]["tflite-runtime"] == "2.14.0"
+    # The runtime's version is the stack's pin (it runs in the stack's environment, not in this Python), and the stack is named.
+    assert record["stack"] == {"release": "bookworm", "python": "3.11", "numpy": "1.26.4", "title": "Debian 12 bookworm"}
     assert record["converter"]["tflite_int8"]["tensorflow"] == record["versions"]["tensorflow"]
     assert "seconds" not in record["converter"]["tflite_int8"]
     data_summary = json.loads((paths["data"] / "summary.json").read_text(encoding="utf-8"))
@@ -85,3 +88,12 @@ def test_device_parity_comes_from_the_runtime_checks_machine_independent_record(
     shutil.copytree(target, copy)
     (copy / "device_checks.json").unlink()
     assert manifest.build_manifest(profile, inputs, Target(copy, "tiny")) == manifest.build_manifest(*tiny_manifest["args"])
+
+
+def test_a_trixie_stack_records_the_runtimes_it_can_install(tiny_artifacts, tmp_path: Path):
+    record = reported_copy(tiny_artifacts, tmp_path / "tiny", TINY_TRIXIE_PROFILE)["record"]
+    assert record["stack"] == {"release": "trixie", "python": "3.13", "numpy": "2.2.6", "title": "Debian 13 trixie"}
+    assert record["versions"]["ai-edge-litert"] == "2.3.0"
+    assert "tflite-runtime" not in record["versions"], "listed as optional, but it cannot install on CPython 3.13"
+    # numpy here is this build's own; the board's is the stack's.
+    assert record["versions"]["numpy"] == np.__version__

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, TINY_PROFILE, report_inputs, write_profile
+from conftest import REPO, TINY_PROFILE, environment_with, report_inputs, with_litert, write_profile
 
 from edge_build.config.profile import load_profile
 from edge_build.errors import StageError
 from edge_build.layout import Target
 from edge_build.metrics import classification_metrics
+from edge_build.runtime_envs import describe, read_environment
 from edge_build.stages import report
 
 
@@ -59,6 +60,10 @@ def test_the_report_evaluates_every_artifact_against_the_reference(tiny_artifact
         assert artifacts[name]["correct"] == int(np.sum(np.argmax(logits, axis=-1) == y_true))
     markdown = (target / "report.md").read_text()
     assert "# edge-build report: target `tiny`" in markdown
+    # The board software stack the runtimes ran on, and the Python that ran them.
+    environment = read_environment(tiny_artifacts["runtime_env"])
+    assert f"Board software stack: {describe(environment)} (`{environment['python'][-1]}`)." in markdown
+    assert "Board software stack: Debian 12 bookworm: CPython 3.11." in markdown and "user-mode emulation" not in markdown
     for section in (
         "| tflite_int8 |",
         "## TF Lite conversion",
@@ -111,6 +116,22 @@ def test_a_tolerance_breach_on_the_test_split_fails_the_report(tiny_artifacts, t
         report.build_report(profile, report_inputs(tiny_artifacts, tiny_artifacts["xla_checks"]), Target(out, "tiny"))
     assert str(caught.value).startswith(f"{tmp_path / 'targets' / 'tiny.toml'} tolerances broken")  # the profile's own file
     assert not (out / "eval.json").exists() and not (out / "report.md").exists()
+
+
+def test_an_optional_runtime_that_was_not_checked_is_a_row_of_the_report(tiny_artifacts, tmp_path: Path):
+    from edge_build.stages import runtime_check
+
+    profile = load_profile(write_profile(tmp_path / "targets", "tiny", with_litert(TINY_PROFILE)).parent, "tiny")
+    reason = "not provisioned: pip install failed: no wheel for this platform"
+    runtime_env = environment_with(tiny_artifacts["runtime_env"], tmp_path / "env.json", "ai-edge-litert", reason)
+    out = stale_free_copy(tiny_artifacts, tmp_path / "target")
+    layout = tiny_artifacts["layout"]
+    test = runtime_check.TestSplit.read(layout.data.split("test"), layout.token_ids("test"), layout.reference_logits, layout.data.labels)
+    runtime_check.runtime_checks(profile, test, Target(out, "tiny"), runtime_env)
+    report.build_report(profile, report_inputs(tiny_artifacts, out / "xla_checks.json"), Target(out, "tiny"))
+    markdown = (out / "report.md").read_text()
+    assert f"not checked: {reason} (optional runtime: reported, not gated)" in markdown
+    assert "| tflite_int8 | tflite-runtime 2.14.0 |" in markdown
 
 
 def stale_free_copy(tiny_artifacts, destination: Path) -> Path:

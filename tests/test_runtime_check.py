@@ -9,12 +9,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TINY_PROFILE, write_profile
+from conftest import TINY_PROFILE, environment_with, with_litert, write_profile
 
 from edge_build.board.parity import compare, load_golden
 from edge_build.config.profile import load_profile
 from edge_build.errors import StageError
 from edge_build.layout import Target
+from edge_build.runtime_envs import describe, launcher, read_environment
 from edge_build.stages import runtime_check
 
 
@@ -50,10 +51,15 @@ def read_test_split(tiny_artifacts) -> runtime_check.TestSplit:
 def test_the_checks_cover_every_artifact_on_every_runtime(tiny_artifacts):
     summary = json.loads((tiny_artifacts["target"] / "device_checks.json").read_text())
     assert set(summary["checks"]) == {"tflite_fp32", "tflite_fp16", "tflite_int8"}
+    # Every runtime ran in the stack's environment, which the record names.
+    environment = read_environment(tiny_artifacts["runtime_env"])
+    assert summary["device_env"] == environment and summary["stack"] == describe(environment)
+    assert summary["stack"].startswith("Debian 12 bookworm: CPython 3.11.") and "numpy 1.26.4; native x86_64" in summary["stack"]
     for per in summary["checks"].values():
         result = per["tflite-runtime"]
         assert result["status"] == "ok" and result["problems"] == [] and not result["emulated"]
         assert result["runtime_version"] == "2.14.0" and result["machine"]
+        assert result["python"] == environment["python_version"]
         assert result["parity"]["examples"] == summary["golden_examples"] == 6
         latency = result["latency"]
         assert len(latency["invoke_us"]) == 20
@@ -89,7 +95,9 @@ def test_a_tolerance_tighter_than_the_model_fails_with_a_table(tiny_artifacts, t
     write_profile(tmp_path / "targets", "tiny", TINY_PROFILE.replace("fp32_max_abs_logit = 1e-4", "fp32_max_abs_logit = 1e-12"))
     target = copy_target(tiny_artifacts, tmp_path)
     with pytest.raises(StageError, match=re.escape(f"runtime checks failed for {tmp_path / 'targets' / 'tiny.toml'} (table above)")):
-        runtime_check.runtime_checks(load_profile(tmp_path / "targets", "tiny"), read_test_split(tiny_artifacts), Target(target, "tiny"))
+        runtime_check.runtime_checks(
+            load_profile(tmp_path / "targets", "tiny"), read_test_split(tiny_artifacts), Target(target, "tiny"), tiny_artifacts["runtime_env"]
+        )
     table = capsys.readouterr().err
     assert "tflite_fp32" in table and "tflite-runtime" in table and "max |Δlogit|" in table and "(allowed <= 1e-12)" in table
     assert not any(path.exists() for path in outputs_of(target))
@@ -99,7 +107,9 @@ def test_a_latency_budget_breach_fails(tiny_artifacts, tmp_path: Path, capsys):
     write_profile(tmp_path / "targets", "tiny", TINY_PROFILE.replace("int8_p50_ms = 1000.0", "int8_p50_ms = 0.000001"))
     target = copy_target(tiny_artifacts, tmp_path)
     with pytest.raises(StageError):
-        runtime_check.runtime_checks(load_profile(tmp_path / "targets", "tiny"), read_test_split(tiny_artifacts), Target(target, "tiny"))
+        runtime_check.runtime_checks(
+            load_profile(tmp_path / "targets", "tiny"), read_test_split(tiny_artifacts), Target(target, "tiny"), tiny_artifacts["runtime_env"]
+        )
     assert "(budget <= 1e-06 ms)" in capsys.readouterr().err
 
 
@@ -118,8 +128,37 @@ def test_a_corrupted_model_is_reported_as_such(tiny_artifacts, tmp_path: Path, c
     model.write_bytes(damage(model.read_bytes()))
     profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
     with pytest.raises(StageError, match="runtime checks failed"):
-        runtime_check.runtime_checks(profile, read_test_split(tiny_artifacts), Target(target, "tiny"))
+        runtime_check.runtime_checks(profile, read_test_split(tiny_artifacts), Target(target, "tiny"), tiny_artifacts["runtime_env"])
     assert message.format(model=model, third=size // 3, size=size) in capsys.readouterr().err
+    assert not any(path.exists() for path in outputs_of(target))
+
+
+def with_unprovisioned_litert(tiny_artifacts, tmp_path: Path, required: bool) -> tuple:
+    """The tiny profile with ai-edge-litert too, and the host environment where it was not provisioned."""
+    profile = load_profile(write_profile(tmp_path / "targets", "tiny", with_litert(TINY_PROFILE, required)).parent, "tiny")
+    reason = "not provisioned: pip install failed: ERROR: No matching distribution found for ai-edge-litert==2.3.0"
+    return profile, environment_with(tiny_artifacts["runtime_env"], tmp_path / "env.json", "ai-edge-litert", reason, required), reason
+
+
+def test_an_optional_runtime_that_cannot_run_is_reported_not_checked_and_never_gates(tiny_artifacts, tmp_path: Path):
+    profile, runtime_env, reason = with_unprovisioned_litert(tiny_artifacts, tmp_path, required=False)
+    target = copy_target(tiny_artifacts, tmp_path)
+    summary = runtime_check.runtime_checks(profile, read_test_split(tiny_artifacts), Target(target, "tiny"), runtime_env)
+    for artifact, per in summary["checks"].items():
+        assert per["ai-edge-litert"] == {"status": f"not checked: {reason}", "problems": []}, artifact
+        assert per["tflite-runtime"]["status"] == "ok"
+    assert f"runtime check: tflite_int8 on ai-edge-litert: not checked: {reason}" in runtime_check.summary_lines(summary)
+    # The manifest's record holds what ran, and only that.
+    device_parity = json.loads((target / "device_parity.json").read_text())
+    assert {runtime for per in device_parity.values() for runtime in per} == {"tflite-runtime"}
+
+
+def test_a_required_runtime_that_cannot_run_fails_the_checks(tiny_artifacts, tmp_path: Path, capsys):
+    profile, runtime_env, reason = with_unprovisioned_litert(tiny_artifacts, tmp_path, required=True)
+    target = copy_target(tiny_artifacts, tmp_path)
+    with pytest.raises(StageError, match=re.escape(f"runtime checks failed for {profile.source} (table above)")):
+        runtime_check.runtime_checks(profile, read_test_split(tiny_artifacts), Target(target, "tiny"), runtime_env)
+    assert capsys.readouterr().err.count(f"not checked: {reason}") == 3  # one row per TF Lite artifact
     assert not any(path.exists() for path in outputs_of(target))
 
 
@@ -127,7 +166,8 @@ def test_a_model_a_runtime_cannot_load_is_a_failure_not_a_traceback(tiny_artifac
     junk = tmp_path / "junk.tflite"
     junk.write_bytes(b"not a flatbuffer at all" * 10)
     profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
-    outcome = runtime_check.run_in_environment(junk, "tflite-runtime", tiny_artifacts["target"] / "golden.npz", profile, tmp_path)
+    golden, environment = tiny_artifacts["target"] / "golden.npz", read_environment(tiny_artifacts["runtime_env"])
+    outcome = runtime_check.run_in_environment(junk, "tflite-runtime", golden, profile, tmp_path, environment)
     assert outcome["status"].startswith("failed: ") and str(junk) in outcome["status"]
 
 
@@ -145,7 +185,8 @@ def test_the_runtime_runner_refuses_a_damaged_model_in_one_line(tiny_artifacts, 
     model = tmp_path / "model.tflite"
     model.write_bytes(damage(tiny_artifacts["tflite_int8"].read_bytes()))
     out = tmp_path / "result.json"
-    result = subprocess.run([sys.executable, "-m", "edge_build.board.bench", str(model), "--out", str(out)], capture_output=True, text=True)
+    python, environment = launcher(read_environment(tiny_artifacts["runtime_env"]))
+    result = subprocess.run([*python, "-m", "edge_build.board.bench", str(model), "--out", str(out)], env=environment, capture_output=True, text=True)
     assert result.returncode == 4
     assert result.stderr.startswith(f"error: {model}: {message}") and result.stderr.count("\n") == 1
     assert not out.exists()
@@ -153,7 +194,7 @@ def test_the_runtime_runner_refuses_a_damaged_model_in_one_line(tiny_artifacts, 
 
 def test_a_crash_a_hang_and_a_missing_runtime_are_results_not_exceptions(tiny_artifacts, tmp_path: Path, monkeypatch):
     profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
-    golden = tiny_artifacts["target"] / "golden.npz"
+    golden, environment = tiny_artifacts["target"] / "golden.npz", read_environment(tiny_artifacts["runtime_env"])
     outcomes = {
         "crash": subprocess.CompletedProcess([], -11, "", ""),
         "missing": subprocess.CompletedProcess(
@@ -162,7 +203,7 @@ def test_a_crash_a_hang_and_a_missing_runtime_are_results_not_exceptions(tiny_ar
     }
     for case, completed in outcomes.items():
         monkeypatch.setattr(subprocess, "run", lambda *a, completed=completed, **k: completed)
-        outcome = runtime_check.run_in_environment(tiny_artifacts["tflite_int8"], "tflite-runtime", golden, profile, tmp_path)
+        outcome = runtime_check.run_in_environment(tiny_artifacts["tflite_int8"], "tflite-runtime", golden, profile, tmp_path, environment)
         assert (
             outcome["status"]
             == {
@@ -175,7 +216,7 @@ def test_a_crash_a_hang_and_a_missing_runtime_are_results_not_exceptions(tiny_ar
         raise subprocess.TimeoutExpired(args[0], kwargs["timeout"])
 
     monkeypatch.setattr(subprocess, "run", hang)
-    assert runtime_check.run_in_environment(tiny_artifacts["tflite_int8"], "tflite-runtime", golden, profile, tmp_path) == {
+    assert runtime_check.run_in_environment(tiny_artifacts["tflite_int8"], "tflite-runtime", golden, profile, tmp_path, environment) == {
         "status": "timed out after 300 s"
     }
 
@@ -195,16 +236,7 @@ def test_a_runtime_that_crashes_or_hangs_fails_the_stage_and_writes_nothing(tiny
     profile = write_profile(tmp_path / "targets", "tiny", TINY_PROFILE + "timeout_s = 1\n")
     # A runtime environment's Python that dies of a signal or never answers, as a runtime does on a model it mishandles.
     runtime_env = tmp_path / "env.json"
-    runtime_env.write_text(
-        json.dumps(
-            {
-                "python": [sys.executable, "-c", runtime_python],
-                "pythonpath": [],
-                "emulated": False,
-                "runtimes": {"tflite-runtime": {"checkable": True}},
-            }
-        )
-    )
+    runtime_env.write_text(json.dumps({**read_environment(tiny_artifacts["runtime_env"]), "python": [sys.executable, "-c", runtime_python]}))
     target = copy_target(tiny_artifacts, tmp_path)
     layout = tiny_artifacts["layout"]
     argv = [

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TINY_HPARAMS, TINY_PROFILE, write_profile, write_tiny_dataset
+from conftest import REPO, TINY_HPARAMS, TINY_PROFILE, with_litert, write_profile, write_tiny_dataset
 
 from edge_build import reproducible
 from edge_build.layout import Layout
@@ -21,19 +21,48 @@ from edge_build.saved_model import files as saved_model_files
 
 pytestmark = pytest.mark.slow
 SCONS = [sys.executable, "-m", "SCons"]
-STAGE_COMMAND = re.compile(r"-m edge_build\.stages\.(\w+) (?:--artifact (\w+))?")
+STAGE_COMMAND = re.compile(r"-m edge_build\.stages\.(\w+)(?: --artifact (\w+))?")
+
+
+def stage_logs(build: Path) -> dict[Path, int]:
+    """Every stage's log under ``build`` (``Layout.log``: each run of a stage rewrites its own), with its modification time."""
+    logs = Layout(build).root / "logs"
+    return {path: path.stat().st_mtime_ns for path in logs.rglob("*.log")} if logs.is_dir() else {}
 
 
 def scons(*arguments: str, check: bool = True) -> subprocess.CompletedProcess:
+    """``scons -Q ARGUMENTS``; the result also holds ``logs``: the log of each stage this run ran, in the order they ended.
+
+    The console shows one line per stage (``edge_build.logged``); what a stage did, its command line and
+    its full output, is read from its log, which names the command on its first line.
+    """
+    build = Path(next((a.partition("=")[2] for a in arguments if a.startswith("build_dir=")), REPO / "build"))
+    before = stage_logs(build)
     result = subprocess.run([*SCONS, "-Q", *arguments], cwd=REPO, capture_output=True, text=True)
+    after = stage_logs(build)
+    written = sorted((mtime, path) for path, mtime in after.items() if before.get(path) != mtime)
+    result.logs = {path: path.read_text(encoding="utf-8", errors="replace") for _, path in written}
     if check and result.returncode != 0:
         pytest.fail(f"scons {' '.join(arguments)} failed ({result.returncode}):\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     return result
 
 
+def ran(log: str) -> str:
+    """The stage a log is of, from its first line (the command); a TF Lite conversion is named by its artifact."""
+    stage, artifact = STAGE_COMMAND.search(log.partition("\n")[0]).groups()
+    return artifact or stage
+
+
 def stages_run(result: subprocess.CompletedProcess) -> list[str]:
-    """The stages SCons ran, in order; a TF Lite conversion is named by its artifact."""
-    return [artifact or stage for stage, artifact in STAGE_COMMAND.findall(result.stdout)]
+    """The stages SCons ran, in the order they ended; a TF Lite conversion is named by its artifact."""
+    return [ran(log) for log in result.logs.values()]
+
+
+def output_of(result: subprocess.CompletedProcess, stage: str) -> str:
+    """The full output (command line first) of every run of ``stage`` in ``result``'s build, one after another."""
+    texts = [log for log in result.logs.values() if ran(log) == stage]
+    assert texts, f"{stage} did not run: {stages_run(result)}"
+    return "\n".join(texts)
 
 
 def mtimes(paths) -> dict:
@@ -41,7 +70,7 @@ def mtimes(paths) -> dict:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory) -> dict:
+def project(tmp_path_factory, runtime_envs: Path) -> dict:
     root = tmp_path_factory.mktemp("scons")
     hparams = root / "hparams.toml"
     hparams.write_text(TINY_HPARAMS, encoding="utf-8")
@@ -63,7 +92,10 @@ def project(tmp_path_factory) -> dict:
             f"targets_dir={root / 'targets'}",
             "target=tiny",
             f"calibration={calibration}",
+            # Shared with the stage tests and every build below: each stack's environment is provisioned once.
+            f"runtime_envs={runtime_envs}",
         ],
+        "runtime_envs": runtime_envs,
     }
 
 
@@ -85,6 +117,7 @@ def test_a_clean_build_runs_every_stage_and_reports(project):
             "tflite_int8",
             "tokenize",
             "reference_logits",
+            "runtime_env",
             "runtime_check",
             "xla_check",
             "report",
@@ -118,15 +151,36 @@ def test_a_clean_build_runs_every_stage_and_reports(project):
     assert (build / "calibration" / "representative.npy").is_file()
     evaluation = json.loads((build / "tiny" / "eval.json").read_text())
     assert list(evaluation["artifacts"]) == ["saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_fp16", "tflite_int8"]
-    assert "== tiny: test split, 6 examples, 3 classes ==" in result.stdout
-    assert "quality: passed; reference test accuracy" in result.stdout
+    # What each stage did is in its log; the console has TensorFlow's start-up lines nowhere.
+    assert "== tiny: test split, 6 examples, 3 classes ==" in output_of(result, "report")
+    assert "quality: passed; reference test accuracy" in output_of(result, "quality")
     for name in ("report.md", "report.json"):
         assert (build / "data" / name).is_file()
-    assert "runtime check: tflite_int8 on tflite-runtime 2.14.0: top-1 agreement" in result.stdout
-    assert "## Runtime checks" in (build / "tiny" / "report.md").read_text()
-    assert "## XLA SavedModel: both signatures, compiled and warmed up" in (build / "tiny" / "report.md").read_text()
-    assert "XLA check: serving_default and classify_ids each compile XLA in a fresh process" in result.stdout
-    assert "reload check: serving_default in a fresh process matches the trained model" in result.stdout
+    checks = output_of(result, "runtime_check")
+    assert "runtime check: tflite_int8 on tflite-runtime 2.14.0: top-1 agreement" in checks
+    assert "runtime check: on Debian 12 bookworm: CPython 3.11." in checks
+    report = (build / "tiny" / "report.md").read_text()
+    assert "## Runtime checks" in report and "Board software stack: Debian 12 bookworm: CPython 3.11." in report
+    assert "## XLA SavedModel: both signatures, compiled and warmed up" in report
+    exports = output_of(result, "export")  # the reference's and the XLA flavour's
+    assert "XLA check: serving_default and classify_ids each compile XLA in a fresh process" in exports
+    assert "reload check: serving_default in a fresh process matches the trained model" in exports
+    assert "xla: warm-up file replayed" in output_of(result, "xla_check")
+    for noise in ("cpu_feature_guard", "cuInit", "oneDNN custom operations"):
+        assert noise not in result.stdout + result.stderr, noise
+    # One line per stage on the console, with its result lines under it: the runtime checks' figures, the report's table.
+    assert len(re.findall(r"^\w+ +\d+\.\d s", result.stdout, re.MULTILINE)) == len(stages_run(result)) and result.stderr == ""
+    assert re.search(r"^runtime_check +\d+\.\d s  runtime check: ", result.stdout, re.MULTILINE)
+    assert re.search(r"^ +runtime check: tflite_int8 on tflite-runtime 2\.14\.0: top-1 agreement", result.stdout, re.MULTILINE)
+    assert re.search(r"^report +\d+\.\d s  == tiny: test split, 6 examples, 3 classes ==$", result.stdout, re.MULTILINE)
+    # The stack's environment lies where runtime_envs= says, shared; the runtime checks and the manifest name it.
+    runtime_envs = project["runtime_envs"]
+    command = output_of(result, "runtime_check").partition("\n")[0]
+    env_json = Path(command.split(" --runtime-env ")[1].split()[0])
+    assert env_json.parent.parent == runtime_envs and env_json.is_file() and not (build / "runtime-envs").exists()
+    assert json.loads((build / "tiny" / "device_checks.json").read_text())["device_env"]["stack"]["release"] == "bookworm"
+    manifest = json.loads((build / "tiny" / "bundle" / "manifest.json").read_text())
+    assert manifest["stack"]["install"] == ["numpy==1.26.4", "tflite-runtime==2.14.0"] and manifest["versions"]["tflite-runtime"] == "2.14.0"
 
 
 def test_a_second_build_does_nothing(project):
@@ -189,6 +243,7 @@ def test_verify_reproducible_builds_twice_with_j2_and_both_match_the_j1_build(pr
     assert report["files"]["tiny/device_checks.json"]["status"] == "measured"
     assert "files identical" in result.stdout
     j2_build = project["build"] / "reproducibility" / "first"
+    assert (j2_build / "logs" / "model" / "train.log").is_file() and not [name for name in report["files"] if name.startswith("logs/")]
     compared = reproducible.compare_trees(project["build"], j2_build)
     assert not reproducible.not_reproduced(compared), compared
 
@@ -262,7 +317,7 @@ def test_new_warm_up_batch_sizes_re_export_only_the_xla_flavour(project):
     profile.write_text(profile.read_text().replace("warmup_batch_sizes = [1, 8]", "warmup_batch_sizes = [1, 4]"), encoding="utf-8")
     result = scons(*project["args"])
     ran = stages_run(result)
-    assert ran.count("export") == 1 and "--warmup-batch-sizes 1 4" in result.stdout and "train" not in ran and "xla_check" in ran
+    assert ran.count("export") == 1 and "--warmup-batch-sizes 1 4" in output_of(result, "export") and "train" not in ran and "xla_check" in ran
     assert mtimes([*others, build / "model" / "model.weights.h5"]) == before
     assert json.loads((build / "tiny" / "saved_model_xla" / "1" / "assets.extra" / "metadata.json").read_text())["warmup_batch_sizes"] == [1, 4]
     assert [c["batch"] for c in json.loads((build / "tiny" / "xla_checks.json").read_text())["compilation"]["classify_ids"]] == [1, 4]
@@ -302,6 +357,15 @@ def test_a_quality_margin_change_reruns_only_the_gate_and_the_report(project):
     scons(*project["args"])
 
 
+def test_verbose_shows_each_stage_command_and_its_full_output(project):
+    result = scons(*project["args"], "quality_margin=2.5", "verbose=1", "quality")
+    assert stages_run(result) == ["quality"]
+    command = output_of(result, "quality").splitlines()[0].removeprefix("$ ")
+    assert f"{command}\n" in result.stdout and "\nquality: passed; reference test accuracy" in result.stdout
+    assert not re.search(r"^quality +\d+\.\d s", result.stdout, re.MULTILINE)
+    scons(*project["args"], "quality")
+
+
 def test_a_crippled_model_fails_the_quality_gate_in_one_line(project, tmp_path: Path):
     hparams = tmp_path / "hparams.toml"
     hparams.write_text(TINY_HPARAMS.replace("epochs = 3", "epochs = 1").replace("learning_rate = 0.05", "learning_rate = 0.00001"), encoding="utf-8")
@@ -313,6 +377,9 @@ def test_a_crippled_model_fails_the_quality_gate_in_one_line(project, tmp_path: 
         r"error: quality gate: the reference model's test accuracy 0\.\d{4} \(macro F1 0\.\d{4}\) is [\d.]+ points below the classical baseline's 1\.0000 ",
         line,
     ), line
+    # The end of the failed stage's log, after where the whole of it is.
+    log = Layout(tmp_path / "build").log("quality", tmp_path / "build" / "quality" / "quality.json")
+    assert "quality failed after " in result.stderr and f"; the end of its log, {log}:\n" in result.stderr and log.is_file()
     assert not (tmp_path / "build" / "quality" / "quality.json").exists()
 
 
@@ -349,10 +416,10 @@ def test_a_missing_dataset_is_named(tmp_path: Path):
 
 def test_target_list_and_unknown_targets():
     listed = scons("target=list")
-    assert [line.split()[0] for line in listed.stdout.splitlines()] == ["arm64", "gpu", "host"]
+    assert [line.split()[0] for line in listed.stdout.splitlines()] == ["arm64", "arm64-trixie", "gpu", "host"]
     unknown = scons("target=nope", check=False)
     assert unknown.returncode == 2
-    assert "unknown target 'nope': no targets/nope.toml (available: arm64, gpu, host)" in unknown.stderr
+    assert "unknown target 'nope': no targets/nope.toml (available: arm64, arm64-trixie, gpu, host)" in unknown.stderr
 
 
 @pytest.mark.parametrize(
@@ -372,8 +439,29 @@ def test_target_list_and_unknown_targets():
             "key 'artifacts': unknown artifact 'tflite_int16' (allowed: saved_model_cpu, saved_model_xla, tflite_fp32, tflite_fp16, tflite_int8)",
         ),
         ('name = "tflite-runtime"', 'name = "tensorrt"', "key 'runtimes.name': unknown runtime 'tensorrt' (allowed: tflite-runtime, ai-edge-litert)"),
+        (
+            "[tolerances]",
+            '[stack]\nrelease = "trixie"\npython = "3.13"\nnumpy = "2.2.6"\n\n[tolerances]',
+            "key 'runtimes': required runtime tflite-runtime cannot be installed on the stack Debian 13 trixie (CPython 3.13, numpy 2.2.6): "
+            "tflite-runtime has wheels for CPython 3.8-3.11 only, and the trixie stack has CPython 3.13 "
+            "(allowed: another stack, or required = false to report it)",
+        ),
+        (
+            "[tolerances]",
+            '[stack]\nrelease = "stretch"\n\n[tolerances]',
+            "key 'stack.release': unknown OS release 'stretch' (allowed: bookworm, trixie)",
+        ),
     ],
-    ids=["flex-delegate", "malformed-toml", "unknown-key", "wrong-type", "unknown-artifact", "unknown-runtime"],
+    ids=[
+        "flex-delegate",
+        "malformed-toml",
+        "unknown-key",
+        "wrong-type",
+        "unknown-artifact",
+        "unknown-runtime",
+        "runtime-not-on-stack",
+        "unknown-release",
+    ],
 )
 def test_a_bad_profile_fails_in_one_line_before_anything_runs(tmp_path: Path, old: str, new: str, message: str):
     write_profile(tmp_path, "board", TINY_PROFILE.replace(old, new))
@@ -394,14 +482,40 @@ def test_unknown_variables_and_bad_values_are_refused():
 
 def test_help_lists_the_variables_and_aliases():
     text = scons("--help").stdout
-    for word in ("target:", "dataset:", "build_dir:", "epochs:", "seed:", "data ", "train ", "export ", "report "):
+    for word in ("target:", "dataset:", "build_dir:", "epochs:", "seed:", "verbose:", "data ", "train ", "export ", "report "):
         assert word in text
+
+
+def test_an_optional_runtime_that_cannot_be_provisioned_is_reported_and_the_build_completes(project):
+    profile = project["targets"] / "tiny.toml"
+    original = profile.read_text()
+    # No such wheel: the stack's environment is provisioned without it, and every stage after says so.
+    profile.write_text(with_litert(original, version="0.0.1"), encoding="utf-8")
+    try:
+        result = scons(*project["args"])
+    finally:
+        profile.write_text(original, encoding="utf-8")
+    assert sorted(stages_run(result)) == sorted(
+        ["runtime_env", "tflite_fp32", "tflite_fp16", "tflite_int8", "runtime_check", "report", "manifest", "bundle"]
+    )
+    assert "ai-edge-litert (not provisioned: pip install failed: " in output_of(result, "runtime_env")
+    target = project["build"] / "tiny"
+    conversion = json.loads((target / "tflite_int8.json").read_text())["runtimes"]
+    assert conversion["tflite-runtime"]["ok"] and not conversion["ai-edge-litert"]["checked"]
+    checks = json.loads((target / "device_checks.json").read_text())["checks"]
+    for artifact, per in checks.items():
+        assert per["tflite-runtime"]["status"] == "ok", artifact
+        assert per["ai-edge-litert"]["status"].startswith("not checked: not provisioned: pip install failed: "), artifact
+        assert per["ai-edge-litert"]["problems"] == []
+    assert "(optional runtime: reported, not gated)" in (target / "report.md").read_text()
+    assert "runtime check: tflite_int8 on ai-edge-litert: not checked: not provisioned: " in output_of(result, "runtime_check")
 
 
 def test_clean_removes_the_build(project):
     scons(*project["args"], "-c")
     assert not (project["build"] / "tiny").exists()
     assert not (project["build"] / "model").exists()
+    assert not (project["build"] / "logs").exists()
 
 
 def test_a_warm_cache_is_fetched_from_instead_of_training(project, tmp_path: Path):

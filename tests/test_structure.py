@@ -40,7 +40,6 @@ def test_sconstruct_imports_only_the_layout_the_configuration_and_the_scons_help
         "edge_build.corpus",
         "edge_build.errors",
         "edge_build.layout",
-        "edge_build.platforms",
         "edge_build.provenance",
         "edge_build.scons_support",
     }
@@ -59,6 +58,9 @@ def test_each_stage_depends_on_the_code_it_runs_and_no_more():
     # A stage that runs board code in another process depends on it (``-m edge_build.board.bench``).
     assert {"board/bench.py", "board/parity.py", "board/runtime.py"} <= code["runtime_check"]
     assert "board/preflight.py" in code["tflite"]
+    # Both start board code in the stack's runtime environment; the environment's spec and its provisioning share the stack table.
+    assert {"runtime_envs.py", "stacks.py"} <= code["tflite"] & code["runtime_check"]
+    assert {"stacks.py", "board/runtime.py", "platforms.py"} <= code["runtime_env"]
     # The vocabulary learner and the tokenizer share only the special tokens.
     assert "stages/vocab.py" not in code["tokenize"] and "special_tokens.py" in code["tokenize"]
 

@@ -1,15 +1,17 @@
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, TINY_PROFILE, write_profile
+from conftest import REPO, TINY_PROFILE, board_launcher, environment_with, with_litert, write_profile
 
 from edge_build.config.profile import load_profile
 from edge_build.errors import StageError
 from edge_build.provenance import sha256_file
+from edge_build.runtime_envs import read_environment
 from edge_build.stages import tflite
 
 
@@ -104,9 +106,9 @@ def test_only_tflite_artifacts_are_converted_and_int8_needs_the_representative_s
     with pytest.raises(
         StageError, match=r"^saved_model_cpu: not a TF Lite artifact \(the tflite stage makes tflite_fp32, tflite_fp16, tflite_int8\)$"
     ):
-        tflite.convert("saved_model_cpu", conversion_inputs(tiny_artifacts), profile, outputs)
+        tflite.convert("saved_model_cpu", conversion_inputs(tiny_artifacts), profile, outputs, tiny_artifacts["runtime_env"])
     with pytest.raises(StageError, match=r"^tflite_int8 needs the calibration stage's representative\.npy \(--representative\)$"):
-        tflite.convert("tflite_int8", conversion_inputs(tiny_artifacts, representative=False), profile, outputs)
+        tflite.convert("tflite_int8", conversion_inputs(tiny_artifacts, representative=False), profile, outputs, tiny_artifacts["runtime_env"])
     assert not (tmp_path / "out").exists()
     parser = tflite.build_parser()
     assert [a.choices for a in parser._actions if a.dest == "artifact"] == [["tflite_fp32", "tflite_fp16", "tflite_int8"]]
@@ -119,15 +121,17 @@ def test_float32_tensors_are_listed_for_the_float_model(tiny_artifacts):
 
 
 def test_the_device_runtime_runs_the_int8_model_in_its_own_process(tiny_artifacts):
+    # In the stack's environment, as on the board: numpy and tflite-runtime, without edge-build or TensorFlow.
     script = (
-        "import sys, numpy as np\n"
+        "import importlib.util, sys, numpy as np\n"
         "from tflite_runtime.interpreter import Interpreter\n"
         "it = Interpreter(model_path=sys.argv[1]); it.allocate_tensors()\n"
         "i = it.get_input_details()[0]; it.set_tensor(i['index'], np.ones(i['shape'], np.int32)); it.invoke()\n"
-        "print(it.get_tensor(it.get_output_details()[0]['index']).shape, 'tensorflow' in sys.modules)\n"
+        "print(it.get_tensor(it.get_output_details()[0]['index']).shape, importlib.util.find_spec('tensorflow') is None)\n"
     )
-    result = subprocess.run([sys.executable, "-c", script, str(tiny_artifacts["tflite_int8"])], capture_output=True, text=True, check=True)
-    assert result.stdout.strip() == "(1, 3) False"
+    python, environment = board_launcher(read_environment(tiny_artifacts["runtime_env"]))
+    result = subprocess.run([*python, "-c", script, str(tiny_artifacts["tflite_int8"])], env=environment, capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "(1, 3) True"
 
 
 def conversion_inputs(tiny_artifacts, model_source: Path | None = None, representative: bool = True) -> tflite.ConversionInputs:
@@ -149,11 +153,19 @@ def conversion_inputs(tiny_artifacts, model_source: Path | None = None, represen
 OUT_NAMES = ("model.tflite", "report.json", "test_logits.npy")
 
 
-def convert_for(tiny_artifacts, tmp_path: Path, profile_text: str, precision: str, model_source: Path | None = None, representative: bool = True):
+def convert_for(
+    tiny_artifacts,
+    tmp_path: Path,
+    profile_text: str,
+    precision: str,
+    model_source: Path | None = None,
+    representative: bool = True,
+    runtime_env: Path | None = None,
+):
     write_profile(tmp_path / "targets", "trial", profile_text)
     outputs = tuple(tmp_path / "out" / (f"model_{precision}.tflite" if name == "model.tflite" else name) for name in OUT_NAMES)
     inputs = conversion_inputs(tiny_artifacts, model_source, representative)
-    tflite.convert(f"tflite_{precision}", inputs, load_profile(tmp_path / "targets", "trial"), outputs)
+    tflite.convert(f"tflite_{precision}", inputs, load_profile(tmp_path / "targets", "trial"), outputs, runtime_env or tiny_artifacts["runtime_env"])
     return outputs[0]
 
 
@@ -213,19 +225,65 @@ def test_preflight_names_an_operator_version_the_runtime_lacks(tiny_artifacts, t
     )
     model = tmp_path / "dynamic_range.tflite"
     subprocess.run([sys.executable, "-c", script, str(model)], check=True, capture_output=True)
-    result = tflite.preflight(model, "tflite-runtime")
-    assert not result["ok"]
+    result = tflite.preflight(model, "tflite-runtime", read_environment(tiny_artifacts["runtime_env"]))
+    assert not result["ok"] and result["checked"]
     assert "FULLY_CONNECTED" in result["error"] and "version '12'" in result["error"]
 
 
-def test_preflight_reports_a_corrupt_model_and_a_crash(tmp_path: Path, monkeypatch):
+def test_preflight_reports_a_corrupt_model_and_a_crash(host_runtime_env: Path, tmp_path: Path, monkeypatch):
+    environment = read_environment(host_runtime_env)
     corrupt = tmp_path / "corrupt.tflite"
     corrupt.write_bytes(b"TFL3" + bytes(range(256)) * 4)
-    result = tflite.preflight(corrupt, "tflite-runtime")
-    assert not result["ok"] and result["error"]
+    result = tflite.preflight(corrupt, "tflite-runtime", environment)
+    assert not result["ok"] and result["checked"] and result["error"]
 
     def crash(*args, **kwargs):
         return subprocess.CompletedProcess(args, -11, "", "")
 
     monkeypatch.setattr(subprocess, "run", crash)
-    assert tflite.preflight(corrupt, "tflite-runtime") == {"runtime": "tflite-runtime", "ok": False, "error": "crashed (signal 11)"}
+    assert tflite.preflight(corrupt, "tflite-runtime", environment) == {
+        "runtime": "tflite-runtime",
+        "ok": False,
+        "checked": True,
+        "error": "crashed (signal 11)",
+    }
+
+
+def test_preflight_runs_in_the_stacks_environment_not_this_python(host_runtime_env: Path, tmp_path: Path, monkeypatch):
+    environment = read_environment(host_runtime_env)
+    started = []
+
+    def record(command, *args, **kwargs):
+        started.append((command, kwargs.get("env")))
+        return subprocess.CompletedProcess(command, 0, '{"runtime": "tflite-runtime", "ok": true, "version": "2.14.0"}\n', "")
+
+    monkeypatch.setattr(subprocess, "run", record)
+    model = tmp_path / "model.tflite"
+    assert tflite.preflight(model, "tflite-runtime", environment) == {"runtime": "tflite-runtime", "ok": True, "version": "2.14.0", "checked": True}
+    ((command, variables),) = started
+    assert command == [*environment["python"], "-m", "edge_build.board.preflight", "tflite-runtime", str(model)]
+    assert command[0] != sys.executable and variables["PYTHONPATH"] == os.pathsep.join(environment["pythonpath"])
+
+
+NOT_PROVISIONED = "not provisioned: pip install failed: no wheel"
+
+
+def test_an_optional_runtime_that_cannot_run_never_stops_the_conversion(tiny_artifacts, tmp_path: Path):
+    runtime_env = environment_with(tiny_artifacts["runtime_env"], tmp_path / "env.json", "ai-edge-litert", NOT_PROVISIONED)
+    out = convert_for(tiny_artifacts, tmp_path, with_litert(TINY_PROFILE), "fp32", runtime_env=runtime_env)
+    runtimes = json.loads((out.parent / "report.json").read_text())["runtimes"]
+    assert runtimes["tflite-runtime"]["ok"] and runtimes["tflite-runtime"]["checked"]
+    assert {key: runtimes["ai-edge-litert"][key] for key in ("ok", "checked", "error")} == {
+        "ok": False,
+        "checked": False,
+        "error": f"not checked: {NOT_PROVISIONED}",
+    }
+    assert out.is_file()
+
+
+def test_a_required_runtime_that_cannot_run_stops_the_conversion(tiny_artifacts, tmp_path: Path):
+    runtime_env = environment_with(tiny_artifacts["runtime_env"], tmp_path / "env.json", "ai-edge-litert", NOT_PROVISIONED, required=True)
+    profile = with_litert(TINY_PROFILE, required=True)
+    with pytest.raises(StageError, match=r"trial.toml: ai-edge-litert\s+cannot run it: not checked: not provisioned: pip install failed: no wheel"):
+        convert_for(tiny_artifacts, tmp_path, profile, "fp32", runtime_env=runtime_env)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

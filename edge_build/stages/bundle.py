@@ -41,10 +41,13 @@ from edge_build.tfrecord import read_split
 
 BOARD_README = """# edge-build bundle for `{target}`
 
-Runs on the board with Python 3, numpy and a TF Lite runtime; no TensorFlow.
+Checked on the {stack} stack: {arch}, CPython {python}, numpy {numpy}, {runtimes}.
+The board needs exactly that, and no TensorFlow. Debian-based OSes keep pip out of
+the system Python, so install into a virtual environment:
 
-    python3 -m pip install 'numpy<2' {runtime}
-
+    python3 -m venv ~/edge-build && . ~/edge-build/bin/activate
+    python -m pip install {install}
+{optional}
 Benchmark the default model ({default_model}) and re-check the golden set:
 
     python3 bench.py --parity
@@ -100,6 +103,23 @@ def default_model(profile: TargetProfile) -> str:
     return ARTIFACTS[min(profile.tflite_artifacts, key=lambda name: order.index(ARTIFACTS[name].precision))].path
 
 
+def board_readme(profile: TargetProfile) -> str:
+    stack = profile.runtime_environment().record()
+    runtimes = ", ".join(f"{name} {r['version']}" + ("" if r["required"] else " (optional)") for name, r in stack["runtimes"].items())
+    optional = stack["optional_install"]
+    return BOARD_README.format(
+        target=profile.name,
+        default_model=default_model(profile),
+        stack=stack["title"],
+        arch=stack["arch"],
+        python=stack["python"],
+        numpy=stack["numpy"],
+        runtimes=runtimes,
+        install=" ".join(stack["install"]),
+        optional=f"\nOptionally, to compare runtimes: `python -m pip install {' '.join(optional)}`\n" if optional else "",
+    )
+
+
 def manifest(profile: TargetProfile, folder: Path, reference: Path, target: Target) -> dict:
     """The target's ``manifest.json`` record, plus what the board scripts need and every bundled file."""
     record = read_json(target.manifest)
@@ -110,7 +130,7 @@ def manifest(profile: TargetProfile, folder: Path, reference: Path, target: Targ
         "tokenizer": {"lower_case": meta["lower_case"], "sequence_length": meta["sequence_length"], "vocab_sha256": meta["vocab_sha256"]},
         "models": {name: ARTIFACTS[name].path for name in profile.tflite_artifacts},
         "default_model": default_model(profile),
-        "default_runtime": profile.runtimes[0].name,
+        "default_runtime": next(r.name for r in profile.runtimes if r.required),
         "tolerances": dataclasses.asdict(profile.tolerances),
         # The artifact table's checks, applied on the board by bench.py --parity exactly as in the build.
         "parity_checks": {name: [list(check) for check in ARTIFACTS[name].parity] for name in profile.tflite_artifacts},
@@ -140,8 +160,7 @@ def build_bundle(profile: TargetProfile, reference: Path, test: tuple[Path, Path
                 f"import sys\n\nfrom board.launch import {function}\n\nsys.exit({function}(sys.argv[1:]))\n", encoding="utf-8"
             )
             (staging / launcher).chmod(0o755)
-        readme = BOARD_README.format(target=profile.name, runtime=profile.runtimes[0].name, default_model=default_model(profile))
-        (staging / "README.md").write_text(readme, encoding="utf-8")
+        (staging / "README.md").write_text(board_readme(profile), encoding="utf-8")
         record = manifest(profile, staging, reference, target)
         (staging / launch.MANIFEST).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         launch.verify(str(staging))

@@ -27,6 +27,7 @@ from edge_build.errors import StageError
 from edge_build.layout import Target
 from edge_build.provenance import build_timestamp, git_revision, package_versions, sha256_file
 from edge_build.records import read_json
+from edge_build.stacks import not_installable
 
 
 def file_record(path: Path) -> dict:
@@ -93,7 +94,11 @@ def build_manifest(profile: TargetProfile, inputs: ManifestInputs, target: Targe
         "arch": profile.arch,
         "build_timestamp": build_timestamp(),
         "git_revision": git_revision(),
-        "versions": package_versions("tensorflow", "tensorflow-text", "keras", "numpy", *(r.name for r in profile.runtimes)),
+        # The build's own packages, then the runtimes as the board stack pins them (they run in its environment, not this one).
+        "versions": {
+            **package_versions("tensorflow", "tensorflow-text", "keras", "numpy"),
+            **{r.name: r.version for r in profile.runtimes if not_installable(r.name, profile.stack) is None},
+        },
         "dataset": {key: data_summary[key] for key in ("dataset", "sha256", "examples", "labels", "fractions", "seed")},
         "hyperparameters": train_log["hyperparameters"],
         "training": {
@@ -106,6 +111,8 @@ def build_manifest(profile: TargetProfile, inputs: ManifestInputs, target: Targe
         "converter": converter_settings(target, profile),
         "metrics": machine_independent_metrics(target, profile),
     }
+    if profile.runtimes:
+        record["stack"] = profile.runtime_environment().record()
     if calibration_summary is not None:
         calibration = read_json(calibration_summary)
         record["calibration"] = {key: calibration[key] for key in ("ids_sha256", "samples", "drawn", "field_samples", "sequence_length")}

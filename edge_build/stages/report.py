@@ -35,6 +35,7 @@ from edge_build.markdown import table
 from edge_build.metrics import classification_metrics
 from edge_build.provenance import sha256_file, size_of
 from edge_build.records import read_json, read_labels, read_rows
+from edge_build.runtime_envs import describe
 from edge_build.stats import mcnemar_exact
 from edge_build.tflite_host import conversion_mismatch
 from edge_build.tfrecord import read_split
@@ -133,8 +134,9 @@ def render_runtime_checks(summary: dict, profile: TargetProfile) -> list[str]:
         f"({summary['settings']['threads']} thread(s), batch {summary['settings']['batch']}, {summary['settings']['warmup']} warm-up and {summary['settings']['runs']} timed invokes).",
         "",
     ]
-    environment = summary.get("device_env")
-    if environment and environment["emulated"]:
+    environment = summary["device_env"]
+    lines[-1:-1] = ["", f"Board software stack: {describe(environment)} (`{environment['python'][-1]}`)."]
+    if environment["emulated"]:
         lines[-1:-1] = [
             "",
             f"The runtimes ran as their {environment['arch']} builds under qemu {environment['emulator']['version']} user-mode emulation "

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -39,6 +38,7 @@ from edge_build.errors import StageError
 from edge_build.isolated import run_isolated
 from edge_build.layout import Target
 from edge_build.records import read_json, read_labels, read_rows
+from edge_build.runtime_envs import describe, launcher, read_environment, unavailable
 from edge_build.tflite_host import conversion_mismatch
 from edge_build.tfrecord import read_split
 
@@ -74,28 +74,14 @@ def build_golden(test: TestSplit, examples: int) -> dict:
     }
 
 
-def runner(runtime_env: dict | None) -> tuple[list[str], dict]:
-    """The command prefix and environment that start the runtime environment's Python.
-
-    Without a provisioned environment, this machine's interpreter (the target's
-    architecture is this machine's); with one, its native venv or its emulated
-    aarch64 CPython, whose timings the runner then flags as emulated.
-    """
-    if runtime_env is None:
-        return [sys.executable], dict(os.environ)
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(runtime_env["pythonpath"])}
-    if runtime_env["emulated"]:
-        environment["EDGE_BUILD_EMULATED"] = "1"
-    return list(runtime_env["python"]), environment
-
-
-def run_in_environment(model: Path, runtime: str, golden: Path, profile: TargetProfile, scratch: Path, runtime_env: dict | None = None) -> dict:
+def run_in_environment(model: Path, runtime: str, golden: Path, profile: TargetProfile, scratch: Path, runtime_env: dict) -> dict:
     """The board-side benchmark in its own process, in the runtime environment; failures come back as a ``status``, not an exception."""
     settings = profile.checks
-    if runtime_env is not None and not runtime_env["runtimes"][runtime]["checkable"]:
-        return {"status": f"not checkable here: {runtime_env['runtimes'][runtime]['reason']}"}
+    reason = unavailable(runtime_env, runtime)
+    if reason:
+        return {"status": f"not checked: {reason}"}
     out, outputs = scratch / f"{model.stem}-{runtime}.json", scratch / f"{model.stem}-{runtime}.npy"
-    python, environment = runner(runtime_env)
+    python, environment = launcher(runtime_env)
     command = [
         *python,
         "-m",
@@ -127,9 +113,7 @@ def run_in_environment(model: Path, runtime: str, golden: Path, profile: TargetP
     return {"status": "ok", **json.loads(out.read_text(encoding="utf-8")), "logits": np.load(outputs)}
 
 
-def check_artifact(
-    name: str, target: Target, golden: dict, golden_path: Path, profile: TargetProfile, scratch: Path, runtime_env: dict | None
-) -> dict:
+def check_artifact(name: str, target: Target, golden: dict, golden_path: Path, profile: TargetProfile, scratch: Path, runtime_env: dict) -> dict:
     model = target.artifact(name)
     problem = conversion_mismatch(model, read_json(target.conversion_report(name)))
     if problem:
@@ -188,8 +172,8 @@ def machine_independent(checks: dict) -> dict:
     }
 
 
-def runtime_checks(profile: TargetProfile, test: TestSplit, target: Target, runtime_env: Path | None = None) -> dict:
-    environment = read_json(runtime_env) if runtime_env else None
+def runtime_checks(profile: TargetProfile, test: TestSplit, target: Target, runtime_env: Path) -> dict:
+    environment = read_environment(runtime_env)
     golden = build_golden(test, profile.checks.golden_examples)
     with atomic_outputs(*target.runtime_check_outputs) as (golden_tmp, checks_tmp, parity_tmp, plot_tmp), tempfile.TemporaryDirectory() as scratch:
         with open(golden_tmp, "wb") as handle:
@@ -202,6 +186,7 @@ def runtime_checks(profile: TargetProfile, test: TestSplit, target: Target, runt
         summary = {
             "target": profile.name,
             "device_env": environment,
+            "stack": describe(environment),
             "golden_examples": int(len(golden["labels"])),
             "settings": dataclasses.asdict(profile.checks),
             "checks": checks,
@@ -237,7 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--test-ids", type=Path, required=True, help="the test split's token ids (.npy)")
     parser.add_argument("--reference-logits", type=Path, required=True, help="the reference's test logits (.npy)")
     parser.add_argument("--labels", type=Path, required=True, help="labels.txt")
-    parser.add_argument("--runtime-env", type=Path, help="env.json from the runtime_env stage (another architecture, or a native venv)")
+    parser.add_argument("--runtime-env", type=Path, required=True, help="env.json from the runtime_env stage: the board stack the runtimes run in")
     return parser
 
 
@@ -245,6 +230,7 @@ def drive(args: argparse.Namespace) -> None:
     profile = read_profile(args.profile)
     test = TestSplit.read(args.test, args.test_ids, args.reference_logits, args.labels)
     summary = runtime_checks(profile, test, Target(args.target_dir, profile.name), args.runtime_env)
+    print(f"runtime check: on {summary['stack']}")
     print("\n".join(summary_lines(summary)))
 
 

@@ -1,23 +1,35 @@
-"""Stage *runtime_env*: the Python a target's TF Lite runtimes run in (its runtime environment), provisioned once.
+"""Stage *runtime_env*: the environment a profile's TF Lite runtimes run in, mirroring the board's software stack, provisioned once.
 
-For a profile whose architecture is this machine's, a virtual environment with
-numpy and the profile's runtimes. For an aarch64 profile on an x86_64 machine,
-user-mode emulation: qemu-user (from the Debian release's backports, qemu >= 8,
-which ai-edge-litert needs), an aarch64 CPython assembled from Debian's arm64
-packages with ``dpkg -x`` (no root filesystem, no binfmt registration) and the
-runtimes' aarch64 wheels from the registry, unpacked beside it. Everything lands
-under the output directory; the machine itself only gains the arm64 foreign
-architecture and a backports apt source (``edge-build-backports.sources``),
-which this stage says when it adds them.
+The stack (``targets/<name>.toml`` ``[stack]``) names the board's OS release,
+its CPython version and the exact numpy; the runtimes add their wheel versions.
+The environment holds exactly that, whatever Python this project itself runs on:
 
-Writes ``env.json``: how to start that Python (the command prefix and its
-``PYTHONPATH``), whether it is emulated, the emulator's version, and for each
-runtime its version and whether it can be checked here (and why not).
+- **Another architecture** (aarch64 on x86_64): the release's own CPython, from
+  its arm64 packages, run under qemu user-mode emulation; qemu is the statically
+  linked ``qemu-user`` of Debian 13 (10.0, which ai-edge-litert needs). The wheels
+  are downloaded for the board's platform and unpacked beside it.
+- **This machine's architecture**: a CPython of the stack's version already on
+  the machine (``python3.11`` on ``PATH``, or a pyenv one) in a virtual
+  environment of its own; without one, the release's own CPython from its
+  packages, started through that release's dynamic loader.
+
+Debian packages come through a private apt configuration under ``--apt-dir``
+(its own sources, package lists, cache and an empty dpkg status), so the
+machine's apt sources, dpkg database and installed packages stay as they are,
+and no root is needed. A runtime that cannot install on the stack, or whose
+wheels fail to install, is recorded with the reason: a required one fails this
+stage, an optional one is reported by the checks.
+
+Writes ``env.json``: the stack, where its CPython came from, how to start it
+(the command prefix and its ``PYTHONPATH``), whether it is emulated, the
+emulator's version, and for each runtime its version and whether it can be
+checked here (and why not).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -32,29 +44,28 @@ from edge_build.atomic import atomic_output
 from edge_build.board.runtime import RUNTIMES
 from edge_build.errors import StageError
 from edge_build.platforms import ARCH_ALIASES, host_arch
+from edge_build.stacks import OS_RELEASES, EnvironmentSpec, RuntimeSpec, Stack, not_installable
 
-PYTHON_VERSION = "3.11"
-DEBIAN_PACKAGES = (
-    f"python{PYTHON_VERSION}-minimal",
-    f"libpython{PYTHON_VERSION}-minimal",
-    f"libpython{PYTHON_VERSION}-stdlib",
-    "libc6",
-    "zlib1g",
-    "libexpat1",
-    "libffi8",
-    "libssl3",
-    "libgcc-s1",
-    "libstdc++6",
-)
-WHEEL_PLATFORMS = ("manylinux_2_34_aarch64", "manylinux_2_28_aarch64", "manylinux_2_27_aarch64", "manylinux2014_aarch64", "manylinux_2_17_aarch64")
-BASE_REQUIREMENTS = ("numpy>=1.26,<2", "ml-dtypes<0.6")
-BACKPORTS_SOURCE = Path("/etc/apt/sources.list.d/edge-build-backports.sources")
+DEBIAN_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
+#: Where Debian's packages come from; a local mirror may stand in for it.
+DEBIAN_MIRROR = os.environ.get("EDGE_BUILD_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+KEYRING = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
+#: The release whose statically linked qemu-user runs every runtime (ai-edge-litert's aarch64 build needs qemu >= 8).
+QEMU_RELEASE = "trixie"
+# Inside the release's libc6, not /lib64/ld-linux-x86-64.so.2, which Debian 12 ships as a link to the machine's own loader.
+DYNAMIC_LOADERS = {"x86_64": "lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", "aarch64": "lib/aarch64-linux-gnu/ld-linux-aarch64.so.1"}
 
 
-def run(command: list[str], what: str, fix: str) -> str:
-    print("runtime-env: " + " ".join(command), flush=True)
+def wheel_platforms(release: str, arch: str) -> list[str]:
+    """Every manylinux tag a board of ``release`` accepts: pip does not widen an explicit ``--platform`` to older glibcs by itself."""
+    newest = OS_RELEASES[release].glibc[1]
+    return [f"manylinux_2_{minor}_{arch}" for minor in range(newest, 16, -1)] + [f"manylinux2014_{arch}"]
+
+
+def run(command: list[str], what: str, fix: str, env: dict | None = None, cwd: Path | None = None) -> str:
+    print("$ " + " ".join(map(str, command)), file=sys.stderr, flush=True)  # the stage's log, not its result lines
     try:
-        done = subprocess.run(command, capture_output=True, text=True)
+        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd)
     except FileNotFoundError:
         raise StageError(f"{what}: {command[0]} not found ({fix})") from None
     if done.returncode != 0:
@@ -63,170 +74,310 @@ def run(command: list[str], what: str, fix: str) -> str:
     return done.stdout
 
 
-def debian_source() -> tuple[str, str, str]:
-    """``(URIs, Signed-By, codename)`` of this machine's main Debian apt source."""
-    codename = re.search(r"^VERSION_CODENAME=(\w+)", Path("/etc/os-release").read_text(), re.MULTILINE)
-    if codename is None:
-        raise StageError("/etc/os-release: no VERSION_CODENAME; emulation is provisioned with Debian's apt only")
-    codename = codename.group(1)
-    for path in sorted(Path("/etc/apt/sources.list.d").glob("*.sources")):
-        for stanza in path.read_text().split("\n\n"):
-            fields = dict(re.findall(r"^([\w-]+):\s*(.+)$", stanza, re.MULTILINE))
-            if codename in fields.get("Suites", "").split() and "URIs" in fields:
-                return fields["URIs"].split()[0], fields.get("Signed-By", "/usr/share/keyrings/debian-archive-keyring.gpg"), codename
-    sources_list = Path("/etc/apt/sources.list")
-    if sources_list.is_file():
-        for line in sources_list.read_text().splitlines():
-            match = re.match(r"deb\s+(?:\[([^\]]*)\]\s+)?(\S+)\s+" + codename + r"\s", line)
-            if match:
-                signed = re.search(r"signed-by=(\S+)", match.group(1) or "")
-                return match.group(2), signed.group(1) if signed else "/usr/share/keyrings/debian-archive-keyring.gpg", codename
-    raise StageError(f"no apt source for Debian {codename} in /etc/apt/sources.list(.d): cannot add its backports")
+class PrivateApt:
+    """apt with its own configuration, sources, lists, cache and an empty dpkg status, for one Debian release and architecture.
 
+    Nothing of the machine's apt is read or written: ``Dir::Etc::main`` is
+    /dev/null and every other directory lies under ``root``.
+    """
 
-def prepare_apt() -> None:
-    """Add the arm64 architecture and the backports source if they are missing (the only machine-wide changes)."""
-    if os.geteuid() != 0:
-        raise StageError("provisioning emulation installs qemu-user with apt-get and needs root (run: sudo scons target=arm64 runtime-env)")
-    if "arm64" not in run(["dpkg", "--print-foreign-architectures"], "dpkg", "install dpkg").split():
-        print("runtime-env: adding the arm64 foreign architecture to dpkg (machine-wide)")
-        run(["dpkg", "--add-architecture", "arm64"], "dpkg --add-architecture arm64", "run it as root")
-    uris, signed_by, codename = debian_source()
-    entry = f"Types: deb\nURIs: {uris}\nSuites: {codename}-backports\nComponents: main\nSigned-By: {signed_by}\n"
-    if not BACKPORTS_SOURCE.is_file() or BACKPORTS_SOURCE.read_text() != entry:
-        print(f"runtime-env: adding {BACKPORTS_SOURCE} ({codename}-backports from {uris}; machine-wide)")
-        BACKPORTS_SOURCE.write_text(entry)
-    run(["apt-get", "update", "-qq"], "apt-get update", "check the network and /etc/apt/sources.list.d")
-    run(
-        ["apt-get", "install", "-y", "-qq", "-t", f"{codename}-backports", "qemu-user"],
-        "apt-get install qemu-user",
-        f"apt-get install -t {codename}-backports qemu-user",
-    )
+    def __init__(self, root: Path, release: str, arch: str):
+        self.root, self.release, self.arch = root.resolve(), release, arch
 
-
-def qemu_version(qemu: str) -> tuple[int, int]:
-    text = run([qemu, "--version"], "qemu-aarch64 --version", "apt-get install qemu-user")
-    major, minor = re.search(r"version (\d+)\.(\d+)", text).groups()
-    return int(major), int(minor)
-
-
-def assemble_python(root: Path) -> Path:
-    """An aarch64 CPython under ``root/sysroot`` from Debian's arm64 packages."""
-    debs, sysroot = root / "debs", root / "sysroot"
-    debs.mkdir(parents=True)
-    print(f"runtime-env: fetching {', '.join(p + ':arm64' for p in DEBIAN_PACKAGES)}")
-    subprocess_cwd = os.getcwd()
-    os.chdir(debs)
-    try:
-        run(
-            ["apt-get", "download", "-qq", *(f"{p}:arm64" for p in DEBIAN_PACKAGES)],
-            "apt-get download (arm64 packages)",
-            "apt-get update, and dpkg --add-architecture arm64",
+    def _configure(self) -> Path:
+        root = self.root
+        for folder in (
+            "etc/apt.conf.d",
+            "etc/preferences.d",
+            "etc/sources.list.d",
+            "etc/trusted.gpg.d",
+            "state/lists/partial",
+            "cache/archives/partial",
+            "log",
+        ):
+            (root / folder).mkdir(parents=True, exist_ok=True)
+        (root / "state" / "status").write_text("")  # nothing is installed: apt fetches the whole dependency closure
+        security = DEBIAN_MIRROR.rstrip("/") + "-security"
+        (root / "etc" / "sources.list.d" / "debian.sources").write_text(
+            f"Types: deb\nURIs: {DEBIAN_MIRROR}\nSuites: {self.release} {self.release}-updates\nComponents: main\n"
+            f"Architectures: {self.arch}\nSigned-By: {KEYRING}\n\n"
+            f"Types: deb\nURIs: {security}\nSuites: {self.release}-security\nComponents: main\n"
+            f"Architectures: {self.arch}\nSigned-By: {KEYRING}\n"
         )
-    finally:
-        os.chdir(subprocess_cwd)
-    for deb in sorted(debs.glob("*.deb")):
-        run(["dpkg", "-x", str(deb), str(sysroot)], f"dpkg -x {deb.name}", "install dpkg")
-    shutil.rmtree(debs)
-    return sysroot
-
-
-def install_wheels(site: Path, runtimes: list[str], platforms: tuple[str, ...] | None) -> None:
-    """Download the runtimes' wheels (for ``platforms``, or this machine) and unpack them into ``site``."""
-    wheels = site.parent / "wheels"
-    requirements = [*BASE_REQUIREMENTS, *(RUNTIMES[r].requirement for r in runtimes)]
-    command = [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(wheels)]
-    if platforms:
-        command += ["--python-version", PYTHON_VERSION, *(arg for p in platforms for arg in ("--platform", p))]
-    run([*command, *requirements], "pip download (runtime wheels)", "check access to the package registry")
-    for wheel in sorted(wheels.glob("*.whl")):
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(site)
-    shutil.rmtree(wheels)
-
-
-def provision(arch: str, runtimes: list[str], env_json: Path, project_root: Path) -> dict:
-    """Provision the runtime environment for ``arch`` with ``runtimes`` in ``env_json``'s folder; return the record written there."""
-    out_dir = env_json.parent
-    with atomic_output(out_dir) as staging:
-        staging.mkdir()
-        site = staging / "site-packages"
-        if arch != host_arch():
-            if arch != "aarch64":
-                raise StageError(f"no emulation for {arch} on {host_arch()} (allowed: aarch64)")
-            prepare_apt()
-            qemu = shutil.which("qemu-aarch64") or "/usr/bin/qemu-aarch64"
-            version = qemu_version(qemu)
-            assemble_python(staging)
-            install_wheels(site, runtimes, WHEEL_PLATFORMS)
-            final_sysroot = out_dir.resolve() / "sysroot"
-            prefix = [qemu, "-L", str(final_sysroot), str(final_sysroot / "usr" / "bin" / f"python{PYTHON_VERSION}")]
-            emulator = {"path": qemu, "version": ".".join(map(str, version))}
-            checkable = {name: RUNTIMES[name].min_qemu is None or version >= RUNTIMES[name].min_qemu for name in runtimes}
-        else:
-            install_wheels(site, runtimes, None)
-            prefix, emulator = [sys.executable], None
-            checkable = {name: True for name in runtimes}
-        record = {
-            "arch": arch,
-            "emulated": emulator is not None,
-            "emulator": emulator,
-            "python": prefix,
-            "pythonpath": [str(out_dir.resolve() / "site-packages"), str(project_root.resolve())],
-            "runtimes": {
-                name: {
-                    "version": wheel_version(site, name),
-                    "checkable": checkable[name],
-                    "reason": None
-                    if checkable[name]
-                    else f"{name}'s aarch64 build crashes under qemu {emulator['version']}; it needs qemu >= {'.'.join(map(str, RUNTIMES[name].min_qemu))} (qemu-user from backports)",
-                }
-                for name in runtimes
-            },
+        settings = {
+            "Dir": "/",
+            "Dir::Etc": f"{root}/etc/",
+            "Dir::Etc::main": "/dev/null",
+            "Dir::Etc::parts": f"{root}/etc/apt.conf.d/",
+            "Dir::Etc::sourcelist": f"{root}/etc/sources.list",
+            "Dir::Etc::sourceparts": f"{root}/etc/sources.list.d/",
+            "Dir::Etc::preferences": f"{root}/etc/preferences",
+            "Dir::Etc::preferencesparts": f"{root}/etc/preferences.d/",
+            "Dir::Etc::trusted": f"{root}/etc/trusted.gpg",
+            "Dir::Etc::trustedparts": f"{root}/etc/trusted.gpg.d/",
+            "Dir::State": f"{root}/state/",
+            "Dir::State::lists": f"{root}/state/lists/",
+            "Dir::State::status": f"{root}/state/status",
+            "Dir::State::extended_states": f"{root}/state/extended_states",
+            "Dir::Cache": f"{root}/cache/",
+            "Dir::Cache::archives": f"{root}/cache/archives/",
+            "Dir::Cache::pkgcache": "",
+            "Dir::Cache::srcpkgcache": "",
+            "Dir::Log": f"{root}/log/",
+            "APT::Architecture": self.arch,
+            "APT::Install-Recommends": "false",
+            "APT::Install-Suggests": "false",
+            # apt drops to the _apt user to download unless told otherwise; that user cannot write here.
+            "APT::Sandbox::User": os.environ.get("USER") or ("root" if os.geteuid() == 0 else str(os.geteuid())),
+            "Acquire::Languages": "none",
+            "Binary::apt::APT::Keep-Downloaded-Packages": "true",
         }
-        (staging / env_json.name).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    probe(record)
-    return record
+        config = root / "etc" / "apt.conf"
+        config.write_text("".join(f'{key} "{value}";\n' for key, value in settings.items()) + f'APT::Architectures {{ "{self.arch}"; }};\n')
+        return config
+
+    def fetch(self, packages: list[str], into: Path) -> list[Path]:
+        """The ``.deb`` files of ``packages`` and everything they depend on, downloaded into the empty folder ``into``."""
+        if not KEYRING.is_file():
+            raise StageError(
+                f"{KEYRING} not found: Debian's archive keyring verifies the {self.release} packages (apt-get install debian-archive-keyring)"
+            )
+        environment = {**os.environ, "APT_CONFIG": str(self._configure()), "DEBIAN_FRONTEND": "noninteractive"}
+        what = f"apt ({self.release} {self.arch}, private configuration under {self.root})"
+        run(["apt-get", "update", "-qq"], what, f"check access to {DEBIAN_MIRROR}", environment)
+        (into / "partial").mkdir(parents=True)
+        command = ["apt-get", "install", "-qq", "-y", "--download-only", "-o", f"Dir::Cache::archives={into.resolve()}/", *packages]
+        run(command, what, f"check that {self.release} has {', '.join(packages)}", environment)
+        return sorted(into.glob("*.deb"))
 
 
-def wheel_version(site: Path, runtime: str) -> str | None:
-    prefix = runtime.replace("-", "_") + "-"
-    for info in site.glob(f"{prefix}*.dist-info"):
-        return info.name[len(prefix) :].removesuffix(".dist-info")
+def unpack(debs: list[Path], sysroot: Path) -> None:
+    for deb in debs:
+        run(["dpkg-deb", "-x", str(deb), str(sysroot)], f"dpkg-deb -x {deb.name}", "install dpkg")
+
+
+def debian_python(stack: Stack, arch: str, apt_dir: Path, sysroot: Path) -> str:
+    """Unpack the release's own CPython for ``arch`` into ``sysroot``; return its Debian package version."""
+    apt = PrivateApt(apt_dir / f"{stack.release}-{DEBIAN_ARCH[arch]}", stack.release, DEBIAN_ARCH[arch])
+    # libstdc++6 is on every board OS, and the runtimes' C++ extensions need it; Python itself does not depend on it.
+    debs = apt.fetch([f"python{stack.python}-minimal", f"libpython{stack.python}-stdlib", "libstdc++6"], sysroot.parent / "debs")
+    unpack(debs, sysroot)
+    shutil.rmtree(sysroot.parent / "debs")
+    # Debian 13 is merged-/usr: base-files (not a dependency of Python) links /lib and /lib64 into /usr, where the loader lies.
+    for folder in ("lib", "lib64", "bin", "sbin"):
+        if (sysroot / "usr" / folder).is_dir() and not (sysroot / folder).exists():
+            (sysroot / folder).symlink_to(f"usr/{folder}")
+    package = next(d.name for d in debs if d.name.startswith(f"python{stack.python}-minimal_"))
+    return package.split("_")[1].replace("%3a", ":")
+
+
+def debian_qemu(apt_dir: Path, folder: Path) -> Path:
+    """Debian's statically linked ``qemu-aarch64`` (from ``qemu-user``), alone in ``folder``."""
+    apt = PrivateApt(apt_dir / f"{QEMU_RELEASE}-amd64", QEMU_RELEASE, "amd64")
+    debs = [d for d in apt.fetch(["qemu-user"], folder / "debs") if d.name.startswith("qemu-user_")]
+    unpack(debs, folder / "unpacked")
+    qemu = folder / "qemu-aarch64"
+    shutil.move(str(folder / "unpacked" / "usr" / "bin" / "qemu-aarch64"), qemu)
+    shutil.rmtree(folder / "unpacked")
+    shutil.rmtree(folder / "debs")
+    return qemu
+
+
+def machine_python(version: str) -> Path | None:
+    """A CPython ``version`` on this machine (``pythonX.Y`` on PATH, then pyenv's), as its real executable."""
+    name = f"python{version}"
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    candidates = [shutil.which(name), *sorted(str(p) for p in pyenv.glob(f"{version}.*/bin/{name}"))]
+    for candidate in filter(None, candidates):
+        probe = subprocess.run(
+            [candidate, "-c", "import sys, venv, ensurepip; print(sys.executable); print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+        )
+        lines = probe.stdout.split()
+        if probe.returncode == 0 and lines[-1:] == [version]:
+            return Path(lines[0])
     return None
 
 
-def probe(record: dict) -> None:
-    """Start the provisioned Python once and import numpy in it: a broken environment fails here, not in the checks."""
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(record["pythonpath"])}
+def pip_wheels(site: Path, requirements: list[str], stack: Stack, arch: str) -> None:
+    """Download ``requirements``' wheels for the board (its platform and CPython) and unpack them into ``site``."""
+    wheels = site.parent / "wheels"
+    platforms = [arg for p in wheel_platforms(stack.release, arch) for arg in ("--platform", p)]
+    command = [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--python-version", stack.python, *platforms, "-d", str(wheels)]
+    try:
+        run([*command, *requirements], "pip download", "check access to the package registry")
+        for wheel in sorted(wheels.glob("*.whl")):
+            with zipfile.ZipFile(wheel) as archive:
+                archive.extractall(site)
+    finally:
+        shutil.rmtree(wheels, ignore_errors=True)
+
+
+def install(runtime: RuntimeSpec, install_one) -> dict:
+    """Install one runtime with ``install_one(requirement)``; an optional runtime that fails is recorded, a required one stops the stage."""
+    try:
+        install_one(f"{runtime.name}=={runtime.version}")
+    except StageError as exc:
+        if runtime.required:
+            raise
+        return {"version": None, "required": False, "checkable": False, "reason": f"not provisioned: {exc}"}
+    return {"version": runtime.version, "required": runtime.required, "checkable": True, "reason": None}
+
+
+def provision(spec: EnvironmentSpec, env_json: Path, apt_dir: Path, project_root: Path, machine_pythons: bool = True) -> dict:
+    """Provision the environment ``spec`` describes in ``env_json``'s folder; return the record written there.
+
+    With ``machine_pythons=False`` a native environment takes the release's own CPython even where the machine has one.
+    """
+    out_dir = env_json.parent.resolve()
+    stack = spec.stack
+    with atomic_output(out_dir) as staging:
+        staging.mkdir()
+        emulated = spec.arch != host_arch()
+        if emulated and (spec.arch, host_arch()) != ("aarch64", "x86_64"):
+            raise StageError(f"no emulation for {spec.arch} on {host_arch()} (allowed: aarch64 on x86_64)")
+        machine = machine_python(stack.python) if machine_pythons and not emulated else None
+        emulator = None
+        if machine is not None:
+            # A CPython of the stack's version is already here: a venv of its own, with the stack's exact numpy and wheels.
+            run([str(machine), "-m", "venv", str(staging / "venv")], "python -m venv", f"check {machine}'s venv module")
+            pip = [str(staging / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--only-binary=:all:"]
+
+            def install_one(*requirements: str) -> None:
+                run([*pip, f"numpy=={stack.numpy}", *requirements], "pip install", "check access to the package registry")
+
+            python = [str(out_dir / "venv" / "bin" / "python")]
+            pythonpath = [str(project_root.resolve())]
+            source = f"this machine's {machine}, in a virtual environment of its own"
+        else:
+            package = debian_python(stack, spec.arch, apt_dir, staging / "sysroot")
+            site = staging / "site-packages"
+
+            def install_one(*requirements: str) -> None:
+                pip_wheels(site, [f"numpy=={stack.numpy}", *requirements], stack, spec.arch)
+
+            sysroot = out_dir / "sysroot"
+            interpreter = str(sysroot / "usr" / "bin" / f"python{stack.python}")
+            if emulated:
+                qemu = debian_qemu(apt_dir, staging / "qemu")
+                emulator = {"path": str(out_dir / "qemu" / "qemu-aarch64"), "version": qemu_version(qemu)}
+                python = [emulator["path"], "-L", str(sysroot), interpreter]
+            else:
+                # The release's loader and libraries, not the machine's: the interpreter runs as it would on the board.
+                libraries = ":".join(str(sysroot / d) for d in (f"lib/{spec.arch}-linux-gnu", f"usr/lib/{spec.arch}-linux-gnu"))
+                python = [str(sysroot / DYNAMIC_LOADERS[spec.arch]), "--library-path", libraries, interpreter]
+            pythonpath = [str(out_dir / "site-packages"), str(project_root.resolve())]
+            source = f"{OS_RELEASES[stack.release].title}'s own {DEBIAN_ARCH[spec.arch]} package python{stack.python}-minimal {package}"
+        install_one()
+        runtimes = {}
+        for runtime in spec.runtimes:
+            reason = not_installable(runtime.name, stack)
+            if reason:
+                runtimes[runtime.name] = {"version": None, "required": runtime.required, "checkable": False, "reason": f"not installable: {reason}"}
+                continue
+            runtimes[runtime.name] = install(runtime, install_one)
+            minimum = RUNTIMES[runtime.name].min_qemu
+            if emulator and minimum and tuple(int(n) for n in emulator["version"].split(".")[:2]) < minimum:
+                runtimes[runtime.name].update(
+                    checkable=False,
+                    reason=f"{runtime.name}'s aarch64 build crashes under qemu {emulator['version']}; it needs qemu >= {'.'.join(map(str, minimum))}",
+                )
+        record = {
+            "key": spec.key(),
+            "arch": spec.arch,
+            "stack": {**dataclasses.asdict(stack), "title": OS_RELEASES[stack.release].title},
+            "python_source": source,
+            "emulated": emulated,
+            "emulator": emulator,
+            "python": python,
+            "pythonpath": pythonpath,
+            "runtimes": runtimes,
+        }
+        record.update(probe(record, staging, out_dir))
+        (staging / env_json.name).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return record
+
+
+def qemu_version(qemu: Path) -> str:
+    text = run([str(qemu), "--version"], "qemu-aarch64 --version", "the qemu-user package's binary does not run here")
+    return re.search(r"version (\d+\.\d+(?:\.\d+)?)", text).group(1)
+
+
+def probe(record: dict, staging: Path, out_dir: Path) -> dict:
+    """Start the environment's Python once (from the staging folder) and read its CPython and numpy versions."""
+    python = [part.replace(str(out_dir), str(staging)) for part in record["python"]]
+    pythonpath = [part.replace(str(out_dir), str(staging)) for part in record["pythonpath"]]
     done = subprocess.run(
-        [*record["python"], "-c", "import platform, numpy; print(platform.machine(), numpy.__version__)"],
+        [*python, "-c", "import platform, numpy; print(platform.machine(), platform.python_version(), numpy.__version__)"],
         capture_output=True,
         text=True,
-        env=environment,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(pythonpath), "PYTHONNOUSERSITE": "1"},
         timeout=300,
     )
     if done.returncode != 0:
         raise StageError(
             f"the provisioned {record['arch']} Python does not start: {(done.stderr.strip().splitlines() or ['exit ' + str(done.returncode)])[-1]}"
         )
-    print(
-        f"runtime-env: the {record['arch']} Python runs ({done.stdout.strip()}){' under qemu ' + record['emulator']['version'] if record['emulated'] else ''}"
-    )
+    machine, python_version, numpy_version = done.stdout.split()
+    if machine != record["arch"] or numpy_version != record["stack"]["numpy"]:
+        raise StageError(f"the provisioned Python reports {machine} with numpy {numpy_version}, not {record['arch']} with {record['stack']['numpy']}")
+    return {"python_version": python_version, "numpy_version": numpy_version}
+
+
+def reusable(spec: EnvironmentSpec, env_json: Path) -> dict | None:
+    """The environment already at ``env_json`` if it was provisioned for ``spec`` and still starts, else ``None``.
+
+    Another build directory sharing ``runtime_envs=`` (or verify-reproducible's
+    builds) has no record of it in its own SCons database: it is reused, not replaced.
+    """
+    try:
+        record = json.loads(env_json.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("key") != spec.key():
+        return None
+    try:
+        probe(record, env_json.parent.resolve(), env_json.parent.resolve())
+    except (StageError, OSError, KeyError, subprocess.TimeoutExpired):
+        return None
+    return record
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.stages.runtime_env", description=__doc__.splitlines()[0])
     parser.add_argument("--arch", choices=sorted(set(ARCH_ALIASES.values())), required=True)
-    parser.add_argument("--runtime", action="append", choices=sorted(RUNTIMES), required=True, help="repeat for each runtime")
+    parser.add_argument("--release", choices=sorted(OS_RELEASES), required=True, help="the Debian release the board's OS follows")
+    parser.add_argument("--python", required=True, help="the stack's CPython version (X.Y)")
+    parser.add_argument("--numpy", required=True, help="the stack's exact numpy version")
+    parser.add_argument("--runtime", action="append", default=[], metavar="NAME==VERSION", help="a required runtime; repeat for each")
+    parser.add_argument("--optional-runtime", action="append", default=[], metavar="NAME==VERSION", help="an optional runtime; repeat for each")
+    parser.add_argument("--apt-dir", type=Path, required=True, help="the private apt configuration, lists and package cache")
     parser.add_argument("--out", type=Path, required=True, help="the env.json to write; the environment goes beside it")
     return parser
 
 
+def runtime_spec(requirement: str, required: bool) -> RuntimeSpec:
+    name, _, version = requirement.partition("==")
+    if name not in RUNTIMES or not version:
+        raise StageError(f"--runtime {requirement}: expected NAME==VERSION with NAME one of {', '.join(RUNTIMES)}")
+    return RuntimeSpec(name, version, required)
+
+
 def drive(args: argparse.Namespace) -> None:
-    record = provision(args.arch, args.runtime, args.out, Path.cwd())
-    runtimes = ", ".join(f"{n} {r['version']}" + ("" if r["checkable"] else " (not checkable here)") for n, r in record["runtimes"].items())
-    print(f"runtime-env: {args.out} ready: {'emulated' if record['emulated'] else 'native'} {record['arch']}; {runtimes}")
+    runtimes = tuple(runtime_spec(r, True) for r in args.runtime) + tuple(runtime_spec(r, False) for r in args.optional_runtime)
+    spec = EnvironmentSpec(args.arch, Stack(args.release, args.python, args.numpy), runtimes)
+    record = reusable(spec, args.out)
+    if record is not None:
+        print(f"runtime-env: reusing {args.out}, provisioned earlier for the same stack")
+    else:
+        record = provision(spec, args.out, args.apt_dir, Path.cwd())
+    described = ", ".join(f"{n} {r['version']}" if r["checkable"] else f"{n} ({r['reason']})" for n, r in record["runtimes"].items())
+    how = f"emulated under qemu {record['emulator']['version']}" if record["emulated"] else "native"
+    print(
+        f"runtime-env: {args.out} ready: {record['stack']['title']} {record['arch']} ({how}), "
+        f"CPython {record['python_version']}, numpy {record['numpy_version']}; {described or 'no runtimes'}"
+    )
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ from edge_build.isolated import run_isolated
 from edge_build.model_source import check_weights_loaded, load_trained_model
 from edge_build.provenance import package_versions
 from edge_build.records import read_labels, read_rows
+from edge_build.runtime_envs import launcher, read_environment, unavailable
 from edge_build.tflite_host import make_converter, quiet_tensorflow_lite, run_tflite
 from edge_build.tfrecord import read_split
 
@@ -128,21 +129,34 @@ def quantization_errors(converter, representative: np.ndarray) -> list[dict]:
     return sorted(rows, key=lambda r: -r["rmse_in_steps"])
 
 
-def preflight(model_path: Path, runtime: str) -> dict:
-    """Load and invoke the model with ``runtime`` in a separate process (it cannot share one with TensorFlow)."""
-    command = [sys.executable, "-m", "edge_build.board.preflight", runtime, str(model_path)]
-    result, abnormal = run_isolated(command, PREFLIGHT_TIMEOUT_S)
+def preflight(model_path: Path, runtime: str, environment: dict) -> dict:
+    """Load and invoke the model with ``runtime`` in its runtime environment, in a process of its own (never beside TensorFlow)."""
+    reason = unavailable(environment, runtime)
+    if reason:
+        return {"runtime": runtime, "ok": False, "checked": False, "version": None, "error": f"not checked: {reason}"}
+    python, variables = launcher(environment)
+    result, abnormal = run_isolated([*python, "-m", "edge_build.board.preflight", runtime, str(model_path)], PREFLIGHT_TIMEOUT_S, variables)
     if abnormal:
-        return {"runtime": runtime, "ok": False, "error": abnormal}
+        return {"runtime": runtime, "ok": False, "checked": True, "error": abnormal}
     lines = result.stdout.strip().splitlines()
     try:
-        return json.loads(lines[-1])
+        return {**json.loads(lines[-1]), "checked": True}
     except (IndexError, json.JSONDecodeError):
-        return {"runtime": runtime, "ok": False, "error": f"exit {result.returncode}: {(result.stderr.strip().splitlines() or [''])[-1]}"}
+        return {
+            "runtime": runtime,
+            "ok": False,
+            "checked": True,
+            "error": f"exit {result.returncode}: {(result.stderr.strip().splitlines() or [''])[-1]}",
+        }
 
 
-def convert(artifact: str, inputs: ConversionInputs, profile: TargetProfile, outputs: tuple[Path, Path, Path]) -> dict:
-    """Convert, check and write ``outputs`` (the model, its JSON record, its test-split logits); return the record."""
+def convert(artifact: str, inputs: ConversionInputs, profile: TargetProfile, outputs: tuple[Path, Path, Path], runtime_env: Path) -> dict:
+    """Convert, check and write ``outputs`` (the model, its JSON record, its test-split logits); return the record.
+
+    ``runtime_env`` is the profile's runtime environment (``env.json``): each runtime
+    loads and invokes the model there before anything is written. A required
+    runtime that cannot stops the build; an optional one is recorded.
+    """
     row = ARTIFACTS[artifact]
     if row.kind != "tflite":
         raise StageError(
@@ -211,11 +225,15 @@ def convert(artifact: str, inputs: ConversionInputs, profile: TargetProfile, out
         model_tmp.write_bytes(content)
         with open(logits_tmp, "wb") as handle:
             np.save(handle, run_tflite(content, test_ids).astype(np.float32))
-        results = {runtime.name: {**preflight(model_tmp, runtime.name), "model": str(model_out)} for runtime in profile.runtimes}
-        failed = {name: r["error"] for name, r in results.items() if not r["ok"]}
+        environment = read_environment(runtime_env)
+        results = {runtime.name: {**preflight(model_tmp, runtime.name, environment), "model": str(model_out)} for runtime in profile.runtimes}
+        failed = {r.name: results[r.name]["error"] for r in profile.runtimes if r.required and not results[r.name]["ok"]}
         if failed:
             raise StageError(
-                f"{where}: " + "; ".join(f"{name} {results[name].get('version') or ''} cannot run it: {error}" for name, error in failed.items())
+                f"{where}: "
+                + "; ".join(
+                    " ".join(filter(None, (name, results[name].get("version")))) + f" cannot run it: {error}" for name, error in failed.items()
+                )
             )
         report["runtimes"] = results
         report_tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
@@ -236,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--hparams", type=Path, required=True)
     parser.add_argument("--model-source", type=Path, required=True)
     parser.add_argument("--representative", type=Path, help="representative.npy from the calibration stage (calibrated artifacts)")
+    parser.add_argument("--runtime-env", type=Path, required=True, help="env.json of the profile's runtime environment (the preflight runs there)")
     parser.add_argument("--out", type=Path, nargs=3, required=True, metavar=("MODEL", "RECORD_JSON", "TEST_LOGITS_NPY"))
     return parser
 
@@ -254,10 +273,10 @@ def drive(args: argparse.Namespace) -> None:
         args.test_ids,
         args.representative,
     )
-    report = convert(args.artifact, inputs, profile, tuple(args.out))
+    report = convert(args.artifact, inputs, profile, tuple(args.out), args.runtime_env)
     figures = report["validation_parity"]
     flex = ", ".join(report["flex_ops"]) or "none"
-    runtimes = ", ".join(f"{name} {r['version']} ok" for name, r in report["runtimes"].items())
+    runtimes = ", ".join(f"{name} {r['version']} ok" if r["ok"] else f"{name}: {r['error']}" for name, r in report["runtimes"].items())
     print(
         f"tflite: {args.out[0]} {report['size_bytes'] / 1e6:.2f} MB; val top-1 agreement {figures['top1_agreement']:.4f}, "
         f"max |Δlogit| {figures['max_abs_logit_error']:.3g}; Flex ops: {flex}; {runtimes}"

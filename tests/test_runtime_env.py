@@ -1,0 +1,204 @@
+"""The runtime_env stage: environments that mirror a board's software stack, whatever Python this project runs on.
+
+The host environment (``host_runtime_env``, shared with the stage tests) comes from
+this machine's CPython 3.11 in a venv of its own. The Debian route takes the
+release's own CPython from its packages with a private apt configuration: it
+needs apt-get, dpkg-deb and Debian's archive keyring, no root, and changes
+nothing machine-wide (checked here).
+"""
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import REPO, TINY_PROFILE, debian_packages_unavailable, write_profile
+
+from edge_build.config.profile import load_profile
+from edge_build.errors import StageError
+from edge_build.platforms import host_arch
+from edge_build.runtime_envs import describe, launcher, read_environment, unavailable
+from edge_build.stacks import EnvironmentSpec, RuntimeSpec, Stack
+from edge_build.stages import runtime_check, tflite
+from edge_build.stages.runtime_env import DEBIAN_ARCH, provision, runtime_spec
+
+BOOKWORM = Stack("bookworm", "3.11", "1.26.4")
+TRIXIE = Stack("trixie", "3.13", "2.2.6")
+
+
+def run_python(environment: dict, code: str) -> subprocess.CompletedProcess:
+    prefix, variables = launcher(environment)
+    return subprocess.run([*prefix, "-c", code], env=variables, capture_output=True, text=True, timeout=300)
+
+
+def test_the_host_environment_holds_exactly_the_stack(host_runtime_env: Path):
+    environment = read_environment(host_runtime_env)
+    assert environment["arch"] == host_arch() and not environment["emulated"] and environment["emulator"] is None
+    assert environment["stack"] == {"release": "bookworm", "python": "3.11", "numpy": "1.26.4", "title": "Debian 12 bookworm"}
+    assert environment["python_version"].startswith("3.11.") and environment["numpy_version"] == "1.26.4"
+    assert environment["runtimes"] == {"tflite-runtime": {"version": "2.14.0", "required": True, "checkable": True, "reason": None}}
+    # Its own Python, under the environment's folder: never this project's interpreter.
+    assert Path(environment["python"][0]).is_relative_to(host_runtime_env.parent)
+    assert describe(environment).startswith(f"Debian 12 bookworm: CPython {environment['python_version']} (")
+    probe = (
+        "import importlib.util, numpy, platform, tflite_runtime.interpreter\n"
+        "from importlib.metadata import version\n"
+        "print(platform.python_version(), numpy.__version__, version('tflite-runtime'), importlib.util.find_spec('tensorflow') is None)\n"
+    )
+    done = run_python(environment, probe)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [environment["python_version"], "1.26.4", "2.14.0", "True"]
+
+
+def test_a_runtime_argument_names_a_known_runtime_and_a_version():
+    assert runtime_spec("ai-edge-litert==2.3.0", False) == RuntimeSpec("ai-edge-litert", "2.3.0", False)
+    for bad in ("tensorrt==10.0", "tflite-runtime", "tflite-runtime=="):
+        with pytest.raises(StageError, match=r"expected NAME==VERSION with NAME one of tflite-runtime, ai-edge-litert"):
+            runtime_spec(bad, True)
+
+
+def machine_wide_apt_state() -> dict:
+    """What provisioning must leave as it is: the machine's architectures, apt sources and settings, package lists, cache and dpkg database."""
+
+    def listing(folder: str) -> list:
+        path = Path(folder)
+        return sorted((p.name, p.stat().st_size) for p in path.iterdir()) if path.is_dir() else []
+
+    def digest(file: str) -> str | None:
+        path = Path(file)
+        return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+    foreign = subprocess.run(["dpkg", "--print-foreign-architectures"], capture_output=True, text=True) if shutil.which("dpkg") else None
+    return {
+        "foreign architectures": foreign.stdout if foreign else None,
+        **{folder: listing(folder) for folder in ("/etc/apt/sources.list.d", "/etc/apt/apt.conf.d", "/etc/apt/trusted.gpg.d", "/var/lib/apt/lists")},
+        "/var/cache/apt/archives": listing("/var/cache/apt/archives"),
+        **{file: digest(file) for file in ("/etc/apt/sources.list", "/var/lib/dpkg/status")},
+    }
+
+
+@pytest.fixture(scope="module")
+def trixie_native(runtime_envs: Path) -> dict:
+    """Debian 13's own CPython 3.13 for this machine, numpy 2.2.6 and ai-edge-litert: the Debian route, even where a python3.13 is installed."""
+    reason = debian_packages_unavailable()
+    if reason:
+        pytest.skip(reason)
+    spec = EnvironmentSpec(host_arch(), TRIXIE, (RuntimeSpec("ai-edge-litert", "2.3.0", True),))
+    env_json = runtime_envs / f"debian-{spec.key()}" / "env.json"
+    before = machine_wide_apt_state()
+    record = provision(spec, env_json, runtime_envs / "apt", REPO, machine_pythons=False)
+    return {"record": record, "env_json": env_json, "before": before, "after": machine_wide_apt_state()}
+
+
+@pytest.mark.slow
+def test_a_trixie_stack_runs_debians_own_cpython_with_numpy_2(trixie_native):
+    record, env_json = trixie_native["record"], trixie_native["env_json"]
+    assert read_environment(env_json) == record
+    assert record["arch"] == host_arch() and not record["emulated"]
+    assert record["python_version"].startswith("3.13.") and record["numpy_version"] == "2.2.6"
+    assert record["python_source"].startswith(f"Debian 13 trixie's own {DEBIAN_ARCH[host_arch()]} package python3.13-minimal ")
+    assert record["runtimes"] == {"ai-edge-litert": {"version": "2.3.0", "required": True, "checkable": True, "reason": None}}
+    # The release's loader and interpreter from the environment's own sysroot, not the machine's.
+    assert all(Path(part).is_relative_to(env_json.parent) for part in record["python"] if part.startswith("/"))
+    probe = (
+        "import importlib.util, numpy, platform, sys, ai_edge_litert.interpreter\n"
+        "from importlib.metadata import version\n"
+        "print(platform.python_version(), numpy.__version__, version('ai-edge-litert'), importlib.util.find_spec('tensorflow') is None)\n"
+    )
+    done = run_python(record, probe)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [record["python_version"], "2.2.6", "2.3.0", "True"]
+
+
+@pytest.mark.slow
+def test_provisioning_changes_nothing_machine_wide(trixie_native):
+    assert trixie_native["after"] == trixie_native["before"]
+
+
+@pytest.mark.slow
+def test_the_tiny_models_run_on_ai_edge_litert_with_numpy_2(tiny_artifacts, trixie_native, tmp_path: Path):
+    profile = load_profile(write_profile(tmp_path / "targets", "tiny", TINY_PROFILE).parent, "tiny")
+    golden = tiny_artifacts["target"] / "golden.npz"
+    native = json.loads((tiny_artifacts["target"] / "device_checks.json").read_text())["checks"]
+    for artifact in ("tflite_fp32", "tflite_int8"):
+        outcome = runtime_check.run_in_environment(tiny_artifacts[artifact], "ai-edge-litert", golden, profile, tmp_path, trixie_native["record"])
+        assert outcome["status"] == "ok", (artifact, outcome["status"])
+        assert outcome["python"] == trixie_native["record"]["python_version"] and outcome["runtime_version"] == "2.3.0"
+        figures = native[artifact]["tflite-runtime"]["parity"]
+        assert outcome["parity"]["top1_agreement"] == figures["top1_agreement"]
+        assert outcome["parity"]["max_abs_logit_error"] == pytest.approx(figures["max_abs_logit_error"], abs=1e-5)
+
+
+@pytest.fixture(scope="module")
+def optional_missing(runtime_envs: Path, tmp_path_factory) -> dict:
+    """``python -m edge_build.stages.runtime_env`` as SConstruct runs it, for a stack whose optional runtime has no such wheel."""
+    from edge_build import cli
+    from edge_build.stages import runtime_env
+
+    spec = EnvironmentSpec(host_arch(), BOOKWORM, (RuntimeSpec("ai-edge-litert", "0.0.1", False),))
+    env_json = tmp_path_factory.mktemp("optional-missing") / spec.key() / "env.json"
+    argv = [*spec.arguments(), "--apt-dir", str(runtime_envs / "apt"), "--out", str(env_json)]
+    previous = os.getcwd()
+    os.chdir(REPO)  # the stage puts the project it runs from on the environment's PYTHONPATH
+    try:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            status = cli.run(runtime_env.build_parser, runtime_env.drive, argv)
+    finally:
+        os.chdir(previous)
+    return {"argv": argv, "status": status, "out": out.getvalue(), "env_json": env_json}
+
+
+def test_an_optional_runtime_whose_wheel_cannot_install_is_recorded_and_the_environment_written(optional_missing, tmp_path: Path):
+    assert optional_missing["status"] == 0
+    env_json = optional_missing["env_json"]
+    record = read_environment(env_json)
+    assert record["numpy_version"] == "1.26.4" and record["pythonpath"][-1] == str(REPO)
+    entry = record["runtimes"]["ai-edge-litert"]
+    assert {key: entry[key] for key in ("version", "required", "checkable")} == {"version": None, "required": False, "checkable": False}
+    assert entry["reason"].startswith("not provisioned: pip install failed: ") and "ai-edge-litert==0.0.1" in entry["reason"]
+    assert unavailable(record, "ai-edge-litert") == entry["reason"]
+    # One line says what is ready and what is not, besides the commands it ran.
+    (line,) = [line for line in optional_missing["out"].splitlines() if " ready: " in line]
+    assert line.startswith(f"runtime-env: {env_json} ready: Debian 12 bookworm {host_arch()} (native), CPython 3.11.")
+    assert f"numpy 1.26.4; ai-edge-litert ({entry['reason']})" in line
+    # The preflight and the runtime checks report it without starting anything.
+    profile = load_profile(write_profile(tmp_path / "targets", "tiny", TINY_PROFILE).parent, "tiny")
+    model = tmp_path / "never-loaded.tflite"
+    assert tflite.preflight(model, "ai-edge-litert", record) == {
+        "runtime": "ai-edge-litert",
+        "ok": False,
+        "checked": False,
+        "version": None,
+        "error": f"not checked: {entry['reason']}",
+    }
+    assert runtime_check.run_in_environment(model, "ai-edge-litert", tmp_path / "golden.npz", profile, tmp_path, record) == {
+        "status": f"not checked: {entry['reason']}"
+    }
+
+
+def test_a_required_runtime_whose_wheel_cannot_install_stops_the_stage_and_leaves_nothing(runtime_envs: Path):
+    spec = EnvironmentSpec(host_arch(), BOOKWORM, (RuntimeSpec("ai-edge-litert", "0.0.1", True),))
+    env_json = runtime_envs / f"required-{spec.key()}" / "env.json"
+    with pytest.raises(StageError, match=r"pip install failed: .*ai-edge-litert==0\.0\.1"):
+        provision(spec, env_json, runtime_envs / "apt", REPO)
+    assert not env_json.parent.exists()
+    assert not [p for p in runtime_envs.iterdir() if p.name.startswith(".tmp-")], "the staging folder outlived the failure"
+
+
+def test_an_environment_provisioned_for_the_same_spec_is_reused_not_replaced(host_runtime_env: Path, runtime_envs: Path, capsys):
+    """A second build directory sharing ``runtime_envs=`` runs the stage again (its SCons database has no record): nothing is reprovisioned."""
+    from edge_build import cli
+    from edge_build.stages import runtime_env
+
+    spec = load_profile(runtime_envs.parent / "host-profile", "tiny").runtime_environment()
+    before = (host_runtime_env.stat().st_mtime_ns, host_runtime_env.read_bytes())
+    argv = [*spec.arguments(), "--apt-dir", str(runtime_envs / "apt"), "--out", str(host_runtime_env)]
+    assert cli.run(runtime_env.build_parser, runtime_env.drive, argv) == 0
+    assert f"runtime-env: reusing {host_runtime_env}" in capsys.readouterr().out
+    assert (host_runtime_env.stat().st_mtime_ns, host_runtime_env.read_bytes()) == before
