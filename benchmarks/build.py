@@ -59,8 +59,11 @@ def write_corpus(root: Path, repeat: int, per_class: int | None) -> Path:
 
 
 def run_scons(arguments: list[str]) -> dict:
-    """Wall time of one ``scons`` process, the stages it ran and each stage's seconds."""
-    command = [sys.executable, "-m", "SCons", "-Q", "--debug=time", *arguments]
+    """Wall time of one ``scons`` process, the stages it ran and each stage's seconds.
+
+    ``verbose=1``: SCons then echoes each stage's command line (by default a stage prints one line of its own), which names the stage.
+    """
+    command = [sys.executable, "-m", "SCons", "-Q", "--debug=time", "verbose=1", *arguments]
     started = time.perf_counter()
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     wall = time.perf_counter() - started

@@ -3,10 +3,11 @@
     python benchmarks/device_text_to_label.py BUNDLE --runtime ai-edge-litert --texts texts.json
         --warm-passes 20 --out result.json
 
-Imports only the standard library, numpy, a TF Lite runtime and
-``edge_build.board`` (this checkout's tokenizer and runner, with the bundle's
-vocabulary, model and manifest), so it runs where TensorFlow cannot be. The
-first pass starts with an empty tokenizer cache, as a freshly started
+Imports only the standard library, numpy, a TF Lite runtime and the bundle's
+own ``board/`` package (its tokenizer and runner, checked against its manifest),
+with the bundle folder on the path as on a board: it needs no edge-build
+checkout and runs where TensorFlow cannot be. ``end_to_end.py`` starts it in the
+build's runtime environment (the board stack's CPython and numpy). The first pass starts with an empty tokenizer cache, as a freshly started
 ``classify.py`` does; the warm passes that follow are what a long-running
 process sees. Per article and pass: tokenizer, invoke (with the argmax) and
 total, in microseconds.
@@ -22,15 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from edge_build.board.bench import Model, peak_rss_mb  # noqa: E402
-from edge_build.board.launch import BundleError, verify  # noqa: E402
-from edge_build.board.runtime import INTERPRETER_MODULES, RuntimeMissing, runtime_version  # noqa: E402
-from edge_build.board.wordpiece import WordPiece  # noqa: E402
-
-
-def classify_timed(tokenizer: WordPiece, model: Model, text: str, sequence_length: int) -> tuple[int, float, float]:
+def classify_timed(tokenizer, model, text: str, sequence_length: int) -> tuple[int, float, float]:
     """The label index, and the tokenizer's and the invoke's microseconds."""
     started = time.perf_counter_ns()
     ids = tokenizer.encode([text], sequence_length)
@@ -43,13 +37,25 @@ def classify_timed(tokenizer: WordPiece, model: Model, text: str, sequence_lengt
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("bundle", type=Path, help="an unpacked bundle: manifest.json, vocab.txt, the INT8 model")
-    parser.add_argument("--runtime", choices=sorted(INTERPRETER_MODULES), required=True)
+    parser.add_argument("--runtime", required=True, help="tflite-runtime or ai-edge-litert (the names the bundle's board/runtime.py knows)")
     parser.add_argument("--texts", type=Path, required=True, help="JSON list of the articles")
     parser.add_argument("--warm-passes", type=int, default=20)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     if args.warm_passes < 1:
         parser.error(f"--warm-passes {args.warm_passes}: at least 1")
+    # The bundle's board code, as its bench.py and classify.py import it on a board.
+    sys.path.insert(0, str(args.bundle.resolve()))
+    try:
+        from board.bench import Model, peak_rss_mb
+        from board.launch import BundleError, verify
+        from board.runtime import INTERPRETER_MODULES, RuntimeMissing, runtime_version
+        from board.wordpiece import WordPiece
+    except ImportError as exc:
+        print(f"error: {args.bundle}: cannot import the bundle's board code ({exc})", file=sys.stderr)
+        return 2
+    if args.runtime not in INTERPRETER_MODULES:
+        parser.error(f"--runtime {args.runtime}: one of {', '.join(sorted(INTERPRETER_MODULES))}")
     try:
         manifest = verify(str(args.bundle))
         texts = json.loads(args.texts.read_text(encoding="utf-8"))

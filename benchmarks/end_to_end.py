@@ -3,10 +3,11 @@
     python benchmarks/end_to_end.py [--quick] [--build-dir build] [--out-dir benchmarks/results]
 
 On every article of the test split: the device path (``device_text_to_label.py``:
-the pure-Python WordPiece tokenizer of ``edge_build/board/wordpiece.py``, then
-the bundle's INT8 model, in a process of its own per runtime, one thread) and the
-reference CPU SavedModel's ``serving_default`` called in-process with one text
-(TensorFlow on one thread). Figures are per article: the median over the warm
+the bundle's pure-Python WordPiece tokenizer, ``board/wordpiece.py``, then the
+bundle's INT8 model, in a process of its own per runtime, one thread, started as
+on a board: the build's runtime environment for the ``host`` profile, with the
+bundle and not this checkout on its path) and the reference CPU SavedModel's
+``serving_default`` called in-process with one text (TensorFlow on one thread). Figures are per article: the median over the warm
 passes, then their p50/p90 across articles; the tokenizer's first pass, from an
 empty cache, is reported beside them. The goal line takes the median-length
 article (by characters) on the faster runtime.
@@ -15,17 +16,19 @@ article (by characters) on the faster runtime.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from common import REPO, argument_parser, markdown_table, missing_outputs, write_results
+from common import REPO, argument_parser, markdown_table, missing_outputs, runtime_environment, write_results
 
 from edge_build.board.launch import MANIFEST
 from edge_build.isolated import run_isolated
 from edge_build.layout import Layout
+from edge_build.runtime_envs import launcher, unavailable
 from edge_build.tfrecord import read_split
 
 RUNTIMES = ("tflite-runtime", "ai-edge-litert")
@@ -62,10 +65,28 @@ def saved_model_per_article(saved_model: Path, texts: list[bytes], warm_passes: 
     return {"labels": labels, "total_us": np.median(timings, axis=0).tolist()}
 
 
-def device_per_article(bundle: Path, runtime: str, texts_file: Path, warm_passes: int, scratch: Path) -> dict:
+def board_launcher(environment: dict) -> tuple[list[str], dict[str, str]]:
+    """The runtime environment's Python as a board has it: its ``pythonpath`` without any checkout of edge-build.
+
+    The device script puts the bundle on its path itself, and imports the bundle's ``board/`` code.
+    """
+    python, variables = launcher(environment)
+    board_path = [p for p in environment["pythonpath"] if not (Path(p) / "edge_build").is_dir()]
+    if board_path:
+        variables["PYTHONPATH"] = os.pathsep.join(board_path)
+    else:
+        variables.pop("PYTHONPATH", None)
+    return python, variables
+
+
+def device_per_article(environment: dict, bundle: Path, runtime: str, texts_file: Path, warm_passes: int, scratch: Path) -> dict:
+    reason = unavailable(environment, runtime)
+    if reason:
+        return {"status": f"not run: {reason}"}
     out = scratch / f"{runtime}.json"
+    python, variables = board_launcher(environment)
     command = [
-        sys.executable,
+        *python,
         str(REPO / "benchmarks" / "device_text_to_label.py"),
         str(bundle),
         "--runtime",
@@ -77,7 +98,7 @@ def device_per_article(bundle: Path, runtime: str, texts_file: Path, warm_passes
         "--out",
         str(out),
     ]
-    done, abnormal = run_isolated(command, DEVICE_TIMEOUT_S)
+    done, abnormal = run_isolated(command, DEVICE_TIMEOUT_S, variables)
     if abnormal or done.returncode != 0:
         return {"status": abnormal or "failed: " + (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1].removeprefix("error: ")}
     return {"status": "ok", **json.loads(out.read_text(encoding="utf-8"))}
@@ -167,12 +188,17 @@ def report(lengths: dict, summaries: dict, saved_model: dict, median_article: in
 
 def main(argv: list[str] | None = None) -> int:
     args = argument_parser(
-        __doc__.splitlines()[0], build_dir="a finished host build (its bundle, the reference SavedModel, the test split)"
+        __doc__.splitlines()[0],
+        build_dir="a finished host build (its bundle, the reference SavedModel, the test split)",
+        runtimes=True,
     ).parse_args(argv)
     build = args.build_dir.resolve()
     layout = Layout(build)
     bundle, saved_model, split = layout.target("host").bundle_dir, layout.reference, layout.data.split("test")
     if missing_outputs([bundle / MANIFEST, *layout.reference_files, split], "build the host target first: scons"):
+        return 2
+    environment = runtime_environment(build, args.runtime_envs)
+    if environment is None:
         return 2
     warm_passes = QUICK_WARM_PASSES if args.quick else FULL_WARM_PASSES
     import tensorflow as tf
@@ -186,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         scratch = Path(scratch)
         texts_file = scratch / "texts.json"
         texts_file.write_text(json.dumps(strings), encoding="utf-8")
-        devices = {runtime: device_per_article(bundle, runtime, texts_file, warm_passes, scratch) for runtime in RUNTIMES}
+        devices = {runtime: device_per_article(environment, bundle, runtime, texts_file, warm_passes, scratch) for runtime in RUNTIMES}
     reference = saved_model_per_article(saved_model, texts, warm_passes)
 
     chars = [len(s) for s in strings]
@@ -215,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         "saved_model_serving_default": saved_model_figures,
         "goal": goal,
     }
-    write_results(args.out_dir, "end_to_end", results, markdown, args.quick)
+    write_results(args.out_dir, "end_to_end", results, markdown, args.quick, environment)
     return 0
 
 

@@ -6,8 +6,10 @@ Rows: artifact x runtime x batch (1, 32) x threads (1, 2), on the golden set of
 the ``host`` build. The CPU and XLA SavedModels' ``classify_ids`` (ids) and
 ``serving_default`` (text) signatures are timed in a TensorFlow process per
 model and thread count, TensorFlow's ``tf.lite.Interpreter`` in one more
-(``tensorflow_timing.py``); tflite-runtime and ai-edge-litert run each model in
-the device runner, a process of its own per runtime, as in the build. The floor is a
+(``tensorflow_timing.py``), all in this project's Python; tflite-runtime and
+ai-edge-litert run each model in the device runner, a process of its own per
+runtime, in the build's runtime environment for the ``host`` profile (its board
+stack's CPython and numpy), as the build's runtime checks do. The floor is a
 one-op model (an ADD on the int32 ids, converted here) on the same interpreters:
 what a call costs before the model does any work. Ratios: the SavedModel
 ``classify_ids`` call at the same batch and threads over the row (x faster), and
@@ -23,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import REPO, argument_parser, markdown_table, missing_outputs, ratio, run_device_bench, write_results
+from common import REPO, argument_parser, markdown_table, missing_outputs, ratio, run_device_bench, runtime_environment, write_results
 
 from edge_build.board.parity import load_golden
 from edge_build.isolated import run_isolated
@@ -127,14 +129,14 @@ def time_tf_lite_interpreter(models: dict, golden: Path, runs: dict, scratch: Pa
     ]
 
 
-def time_on_device(name: str, path: Path, golden: Path, runs: dict, scratch: Path) -> list[dict]:
+def time_on_device(environment: dict, name: str, path: Path, golden: Path, runs: dict, scratch: Path) -> list[dict]:
     rows = []
     for runtime in DEVICE_RUNTIMES:
         for batch in BATCHES:
             for threads in THREADS:
                 warmup, count = runs[batch]
                 # The floor's output is not logits: it is timed only.
-                result = run_device_bench(path, runtime, threads, batch, golden, warmup, count, scratch, parity=name != FLOOR)
+                result = run_device_bench(environment, path, runtime, threads, batch, golden, warmup, count, scratch, parity=name != FLOOR)
                 rows.append({"artifact": name, "runtime": runtime, "batch": batch, "threads": threads, **result})
                 print(
                     f"{name} on {runtime}, batch {batch}, {threads} thread(s): "
@@ -243,7 +245,7 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = argument_parser(__doc__.splitlines()[0], build_dir="a finished build with the host and gpu targets").parse_args(argv)
+    args = argument_parser(__doc__.splitlines()[0], build_dir="a finished build with the host and gpu targets", runtimes=True).parse_args(argv)
     build = args.build_dir.resolve()
     layout = Layout(build)
     host, gpu = layout.target("host"), layout.target("gpu")
@@ -251,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     golden, split = host.golden, layout.data.split("test")
     needed = [*layout.reference_files, *gpu.artifact_files("saved_model_xla"), *(host.artifact(name) for name in TFLITE_MODELS), golden, split]
     if missing_outputs(needed, "build the host and gpu targets first: scons target=all"):
+        return 2
+    environment = runtime_environment(build, args.runtime_envs)
+    if environment is None:
         return 2
     runs = QUICK_RUNS if args.quick else FULL_RUNS
     sequence_length = load_golden(str(golden))["ids"].shape[1]
@@ -265,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name} in TensorFlow, {threads} thread(s): done", flush=True)
         rows += time_tf_lite_interpreter(models, golden, runs, scratch)
         for name, path in models.items():
-            rows += time_on_device(name, path, golden, runs, scratch)
+            rows += time_on_device(environment, name, path, golden, runs, scratch)
     order = [*SAVED_MODELS, *TFLITE_MODELS, FLOOR], [*SIGNATURE_RUNTIME.values(), *RUNTIMES]
     rows.sort(key=lambda r: (order[0].index(r["artifact"]), order[1].index(r["runtime"]), r["batch"], r["threads"]))
     add_ratios(rows)
@@ -281,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         {"build_dir": str(build), "runs": {str(b): list(r) for b, r in runs.items()}, "rows": rows, "goals": goals},
         markdown,
         args.quick,
+        environment,
     )
     return 0
 

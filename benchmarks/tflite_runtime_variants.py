@@ -7,7 +7,7 @@ tflite-runtime 2.14's INT8 kernels are several times slower here than LiteRT's
 masks the padding). This converts the trained model of the build (its weights,
 ``model_src/``, the calibration set) in a few ways, runs each on tflite-runtime
 with 1 and 2 threads (ai-edge-litert, 1 thread, for comparison) in the device
-runner, and checks the golden set against the reference SavedModel. A variant
+runner, in the build's runtime environment for the ``host`` profile, and checks the golden set against the reference SavedModel. A variant
 runs correctly when it loads, runs and stays within ``targets/host.toml``'s
 tolerances: the float32 gate for float32, the INT8 gate (top-1 agreement,
 accuracy drop) for every other variant.
@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import REPO, argument_parser, markdown_table, missing_outputs, ratio, run_device_bench, write_results
+from common import REPO, argument_parser, markdown_table, missing_outputs, ratio, run_device_bench, runtime_environment, write_results
 
 from edge_build import parity
 from edge_build.config.hparams import load_hyperparameters
@@ -97,11 +97,11 @@ def convert_all(layout: Layout, profile, out_dir: Path) -> dict[str, Path]:
     return paths
 
 
-def measure(variant: Variant, path: Path, golden: Path, profile, runs: tuple[int, int], scratch: Path) -> dict:
+def measure(environment: dict, variant: Variant, path: Path, golden: Path, profile, runs: tuple[int, int], scratch: Path) -> dict:
     row = {"variant": variant.name, "description": variant.description, "size_bytes": path.stat().st_size, "tflite_runtime": {}}
     for threads in THREADS:
-        row["tflite_runtime"][threads] = run_device_bench(path, "tflite-runtime", threads, 1, golden, *runs, scratch)
-    row[COMPARISON_RUNTIME] = run_device_bench(path, COMPARISON_RUNTIME, 1, 1, golden, *runs, scratch)
+        row["tflite_runtime"][threads] = run_device_bench(environment, path, "tflite-runtime", threads, 1, golden, *runs, scratch)
+    row[COMPARISON_RUNTIME] = run_device_bench(environment, path, COMPARISON_RUNTIME, 1, 1, golden, *runs, scratch)
     first = row["tflite_runtime"][THREADS[0]]
     if first["status"] != "ok":
         row["problems"] = [first["status"]]
@@ -186,11 +186,16 @@ def table(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = argument_parser(__doc__.splitlines()[0], build_dir="a finished host build (weights, calibration set, golden set)").parse_args(argv)
+    args = argument_parser(
+        __doc__.splitlines()[0], build_dir="a finished host build (weights, calibration set, golden set)", runtimes=True
+    ).parse_args(argv)
     build = args.build_dir.resolve()
     layout = Layout(build)
     host = layout.target("host")
     if missing_outputs([layout.weights, layout.vocab, layout.data.labels, layout.representative, host.golden], "build the host target first: scons"):
+        return 2
+    environment = runtime_environment(build, args.runtime_envs)
+    if environment is None:
         return 2
     profile = load_profile(REPO / "targets", "host")
     runs = QUICK_RUNS if args.quick else FULL_RUNS
@@ -201,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         except EdgeBuildError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        rows = [measure(v, paths[v.name], host.golden, profile, runs, scratch) for v in VARIANTS]
+        rows = [measure(environment, v, paths[v.name], host.golden, profile, runs, scratch) for v in VARIANTS]
         lines = summary_lines(rows, paths[CURRENT], host.artifact("tflite_int8"))
     markdown = table(rows) + "\n" + "\n".join(f"- {line}" for line in lines) + "\n"
     results = {
@@ -211,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         "variants": rows,
         "summary": lines,
     }
-    write_results(args.out_dir, "tflite_runtime_variants", results, markdown, args.quick)
+    write_results(args.out_dir, "tflite_runtime_variants", results, markdown, args.quick, environment)
     return 0
 
 
