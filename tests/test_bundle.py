@@ -277,7 +277,7 @@ def test_a_trixie_bundle_names_its_stack_and_its_install_line(trixie_bundle):
 
 def test_a_bookworm_bundle_offers_its_optional_runtime_on_a_line_of_its_own(tiny_artifacts, tmp_path: Path):
     profile = load_profile(write_profile(tmp_path / "targets", "tiny", with_litert(TINY_PROFILE)).parent, "tiny")
-    stack = bundle.stack_description(profile)
+    stack = profile.runtime_environment().record()
     assert stack["install"] == ["numpy==1.26.4", "tflite-runtime==2.14.0"] and stack["optional_install"] == ["ai-edge-litert==2.3.0"]
     assert stack["runtimes"] == {"tflite-runtime": {"version": "2.14.0", "required": True}, "ai-edge-litert": {"version": "2.3.0", "required": False}}
     readme = bundle.board_readme(profile)

@@ -38,7 +38,16 @@ def test_versions_inputs_and_hyperparameters_are_recorded(tiny_manifest):
     record, paths = tiny_manifest["record"], tiny_manifest["paths"]
     assert record["versions"]["tensorflow"].startswith("2.21") and record["versions"]["tflite-runtime"] == "2.14.0"
     # The runtime's version is the stack's pin (it runs in the stack's environment, not in this Python), and the stack is named.
-    assert record["stack"] == {"release": "bookworm", "python": "3.11", "numpy": "1.26.4", "title": "Debian 12 bookworm"}
+    assert record["stack"] == {
+        "title": "Debian 12 bookworm",
+        "release": "bookworm",
+        "arch": "x86_64",
+        "python": "3.11",
+        "numpy": "1.26.4",
+        "runtimes": {"tflite-runtime": {"version": "2.14.0", "required": True}},
+        "install": ["numpy==1.26.4", "tflite-runtime==2.14.0"],
+        "optional_install": [],
+    }
     assert record["converter"]["tflite_int8"]["tensorflow"] == record["versions"]["tensorflow"]
     assert "seconds" not in record["converter"]["tflite_int8"]
     data_summary = json.loads((paths["data"] / "summary.json").read_text(encoding="utf-8"))
@@ -92,7 +101,8 @@ def test_device_parity_comes_from_the_runtime_checks_machine_independent_record(
 
 def test_a_trixie_stack_records_the_runtimes_it_can_install(tiny_artifacts, tmp_path: Path):
     record = reported_copy(tiny_artifacts, tmp_path / "tiny", TINY_TRIXIE_PROFILE)["record"]
-    assert record["stack"] == {"release": "trixie", "python": "3.13", "numpy": "2.2.6", "title": "Debian 13 trixie"}
+    assert record["stack"]["title"] == "Debian 13 trixie" and record["stack"]["python"] == "3.13" and record["stack"]["numpy"] == "2.2.6"
+    assert record["stack"]["runtimes"] == {"ai-edge-litert": {"version": "2.3.0", "required": True}}
     assert record["versions"]["ai-edge-litert"] == "2.3.0"
     assert "tflite-runtime" not in record["versions"], "listed as optional, but it cannot install on CPython 3.13"
     # numpy here is this build's own; the board's is the stack's.
