@@ -183,6 +183,19 @@ def environment_with(env_json: Path, destination: Path, runtime: str, reason: st
     return destination
 
 
+#: The stack record ``TINY_PROFILE`` gives the target's and the bundle's manifests (``EnvironmentSpec.record``).
+TINY_STACK_RECORD = {
+    "title": "Debian 12 bookworm",
+    "release": "bookworm",
+    "arch": "x86_64",
+    "python": "3.11",
+    "numpy": "1.26.4",
+    "runtimes": {"tflite-runtime": {"version": "2.14.0", "required": True}},
+    "install": ["numpy==1.26.4", "tflite-runtime==2.14.0"],
+    "optional_install": [],
+}
+
+
 def write_profile(directory: Path, name: str, text: str) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}.toml"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TINY_PROFILE, TINY_TRIXIE_PROFILE, board_launcher, reported_copy, with_litert, write_profile
+from conftest import TINY_PROFILE, TINY_STACK_RECORD, TINY_TRIXIE_PROFILE, board_launcher, reported_copy, with_litert, write_profile
 
 from edge_build.artifacts import ARTIFACTS
 from edge_build.board.launch import BundleError, safe_extract, verify
@@ -72,16 +72,7 @@ def test_the_bundle_holds_exactly_what_the_build_declares(tiny_bundle):
     assert manifest["default_model"] == "model_int8.tflite" and manifest["default_runtime"] == "tflite-runtime"
     assert manifest["versions"]["tensorflow"].startswith("2.21") and manifest["versions"]["tflite-runtime"] == "2.14.0"
     # The stack the bundle was checked on, and the pip line that gives a board exactly that.
-    assert manifest["stack"] == {
-        "title": "Debian 12 bookworm",
-        "release": "bookworm",
-        "arch": "x86_64",
-        "python": "3.11",
-        "numpy": "1.26.4",
-        "runtimes": {"tflite-runtime": {"version": "2.14.0", "required": True}},
-        "install": ["numpy==1.26.4", "tflite-runtime==2.14.0"],
-        "optional_install": [],
-    }
+    assert manifest["stack"] == TINY_STACK_RECORD
     readme = (folder / "README.md").read_text(encoding="utf-8")
     assert "Checked on the Debian 12 bookworm stack: x86_64, CPython 3.11, numpy 1.26.4, tflite-runtime 2.14.0." in readme
     assert "    python -m pip install numpy==1.26.4 tflite-runtime==2.14.0\n" in readme and "Optionally" not in readme

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TINY_TRIXIE_PROFILE, reported_copy
+from conftest import TINY_STACK_RECORD, TINY_TRIXIE_PROFILE, reported_copy
 
 from edge_build.errors import StageError
 from edge_build.layout import Target
@@ -38,16 +38,7 @@ def test_versions_inputs_and_hyperparameters_are_recorded(tiny_manifest):
     record, paths = tiny_manifest["record"], tiny_manifest["paths"]
     assert record["versions"]["tensorflow"].startswith("2.21") and record["versions"]["tflite-runtime"] == "2.14.0"
     # The runtime's version is the stack's pin (it runs in the stack's environment, not in this Python), and the stack is named.
-    assert record["stack"] == {
-        "title": "Debian 12 bookworm",
-        "release": "bookworm",
-        "arch": "x86_64",
-        "python": "3.11",
-        "numpy": "1.26.4",
-        "runtimes": {"tflite-runtime": {"version": "2.14.0", "required": True}},
-        "install": ["numpy==1.26.4", "tflite-runtime==2.14.0"],
-        "optional_install": [],
-    }
+    assert record["stack"] == TINY_STACK_RECORD
     assert record["converter"]["tflite_int8"]["tensorflow"] == record["versions"]["tensorflow"]
     assert "seconds" not in record["converter"]["tflite_int8"]
     data_summary = json.loads((paths["data"] / "summary.json").read_text(encoding="utf-8"))
