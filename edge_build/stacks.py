@@ -80,23 +80,42 @@ class EnvironmentSpec:
     runtimes: tuple[RuntimeSpec, ...]
 
     def key(self) -> str:
-        content = json.dumps(dataclasses.asdict(self), sort_keys=True)
-        return f"{self.arch}-{self.stack.release}-py{self.stack.python}-{hashlib.sha256(content.encode()).hexdigest()[:10]}"
+        content = dataclasses.asdict(self)
+        companions = {r.name: list(RUNTIMES[r.name].companions) for r in self.runtimes if RUNTIMES[r.name].companions}
+        # Companions are pinned in the runtime table, not the profile: a new pin must provision a new environment.
+        # Hashed only where there are some, so that the environments of runtimes without any keep their keys.
+        if companions:
+            content["companions"] = companions
+        digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:10]
+        return f"{self.arch}-{self.stack.release}-py{self.stack.python}-{digest}"
 
     def arguments(self) -> list[str]:
         """The runtime_env stage's command line for this spec."""
         runtimes = [a for r in self.runtimes for a in ("--runtime" if r.required else "--optional-runtime", f"{r.name}=={r.version}")]
         return ["--arch", self.arch, "--release", self.stack.release, "--python", self.stack.python, "--numpy", self.stack.numpy, *runtimes]
 
+    def to_install(self, required: bool = True) -> list[RuntimeSpec]:
+        """The required runtimes, or the optional runtimes that can install on the stack."""
+        if required:
+            return [r for r in self.runtimes if r.required]
+        return [r for r in self.runtimes if not r.required and not_installable(r.name, self.stack) is None]
+
     def requirements(self, required: bool = True) -> list[str]:
         """pip requirements of the stack: numpy and the required runtimes, or the optional runtimes that can install on it."""
-        if required:
-            return [f"numpy=={self.stack.numpy}", *(f"{r.name}=={r.version}" for r in self.runtimes if r.required)]
-        return [f"{r.name}=={r.version}" for r in self.runtimes if not r.required and not_installable(r.name, self.stack) is None]
+        runtimes = [f"{r.name}=={r.version}" for r in self.to_install(required)]
+        return [f"numpy=={self.stack.numpy}", *runtimes] if required else runtimes
+
+    def companions(self, required: bool = True) -> list[str]:
+        """pip requirements installed with ``--no-deps`` after ``requirements(required)``: the companions of those runtimes."""
+        return [companion for r in self.to_install(required) for companion in RUNTIMES[r.name].companions]
 
     def record(self) -> dict:
-        """The stack as the target's and the bundle's manifests record it: what was checked, and the pip requirements that give a board exactly that."""
-        return {
+        """The stack as the target's and the bundle's manifests record it: what was checked, and the pip requirements that give a board exactly that.
+
+        ``install_no_deps`` (``optional_install_no_deps``) are installed with
+        ``pip install --no-deps`` after ``install`` (``optional_install``).
+        """
+        record = {
             "title": OS_RELEASES[self.stack.release].title,
             "release": self.stack.release,
             "arch": self.arch,
@@ -108,3 +127,8 @@ class EnvironmentSpec:
             "install": self.requirements(),
             "optional_install": self.requirements(required=False),
         }
+        # Only where there are some: the manifests of stacks without companions keep their bytes.
+        for key, required in (("install_no_deps", True), ("optional_install_no_deps", False)):
+            if self.companions(required):
+                record[key] = self.companions(required)
+        return record

@@ -24,8 +24,8 @@ from edge_build.errors import StageError
 from edge_build.platforms import host_arch
 from edge_build.runtime_envs import describe, launcher, read_environment, unavailable
 from edge_build.stacks import EnvironmentSpec, RuntimeSpec, Stack
-from edge_build.stages import runtime_check, tflite
-from edge_build.stages.runtime_env import DEBIAN_ARCH, provision, runtime_spec
+from edge_build.stages import runtime_check, runtime_env, tflite
+from edge_build.stages.runtime_env import DEBIAN_ARCH, install, pip_wheels, provision, reusable, runtime_spec
 
 BOOKWORM = Stack("bookworm", "3.11", "1.26.4")
 TRIXIE = Stack("trixie", "3.13", "2.2.6")
@@ -41,7 +41,9 @@ def test_the_host_environment_holds_exactly_the_stack(host_runtime_env: Path):
     assert environment["arch"] == host_arch() and not environment["emulated"] and environment["emulator"] is None
     assert environment["stack"] == {"release": "bookworm", "python": "3.11", "numpy": "1.26.4", "title": "Debian 12 bookworm"}
     assert environment["python_version"].startswith("3.11.") and environment["numpy_version"] == "1.26.4"
-    assert environment["runtimes"] == {"tflite-runtime": {"version": "2.14.0", "required": True, "checkable": True, "reason": None}}
+    runtimes = {name: dict(entry) for name, entry in environment["runtimes"].items()}
+    disk = runtimes["tflite-runtime"].pop("disk_mb")
+    assert runtimes == {"tflite-runtime": {"version": "2.14.0", "required": True, "checkable": True, "reason": None}}
     # Its own Python, under the environment's folder: never this project's interpreter.
     assert Path(environment["python"][0]).is_relative_to(host_runtime_env.parent)
     assert describe(environment).startswith(f"Debian 12 bookworm: CPython {environment['python_version']} (")
@@ -53,6 +55,62 @@ def test_the_host_environment_holds_exactly_the_stack(host_runtime_env: Path):
     done = run_python(environment, probe)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [environment["python_version"], "1.26.4", "2.14.0", "True"]
+    # Its size was measured in the environment itself: tflite-runtime alone, its only dependency being the stack's numpy.
+    measured = run_python(environment, "from edge_build.runtime_envs import disk_mb; print(disk_mb(['tflite-runtime']))")
+    assert measured.returncode == 0, measured.stderr
+    assert float(measured.stdout) == disk > 1
+
+
+def test_an_environment_recorded_before_sizes_were_measured_is_still_reused(host_runtime_env: Path, runtime_envs: Path, tmp_path: Path):
+    spec = load_profile(runtime_envs.parent / "host-profile", "tiny").runtime_environment()
+    older = read_environment(host_runtime_env)
+    for entry in older["runtimes"].values():
+        entry.pop("disk_mb", None)
+    (tmp_path / "env.json").write_text(json.dumps(older), encoding="utf-8")
+    assert reusable(spec, tmp_path / "env.json") == older
+    assert (
+        "on disk" not in describe(older)
+        and runtime_env.describe_runtime("tflite-runtime", older["runtimes"]["tflite-runtime"]) == "tflite-runtime 2.14.0"
+    )
+
+
+TENSORFLOW_CPU = RuntimeSpec("tensorflow-cpu", "2.15.1", True)
+COMPANIONS = ["tensorflow-text==2.15.0", "tensorflow-hub==0.15.0"]
+
+
+def test_a_runtimes_companions_are_installed_after_it_without_their_dependencies():
+    calls = []
+    entry = install(TENSORFLOW_CPU, lambda requirements, no_deps=False: calls.append((requirements, no_deps)))
+    assert calls == [(["tensorflow-cpu==2.15.1"], False), (COMPANIONS, True)]
+    assert entry == {"version": "2.15.1", "required": True, "checkable": True, "reason": None}
+    calls.clear()
+    install(RuntimeSpec("tflite-runtime", "2.14.0", True), lambda requirements, no_deps=False: calls.append((requirements, no_deps)))
+    assert calls == [(["tflite-runtime==2.14.0"], False)], "a runtime without companions installs alone"
+
+
+def test_a_companion_that_fails_is_its_runtime_failing():
+    def companions_fail(requirements: list[str], no_deps: bool = False) -> None:
+        if no_deps:
+            raise StageError("pip install failed: no tensorflow-text 2.15.0 here")
+
+    with pytest.raises(StageError, match="no tensorflow-text 2.15.0 here"):
+        install(TENSORFLOW_CPU, companions_fail)
+    optional = install(RuntimeSpec("tensorflow-cpu", "2.15.1", False), companions_fail)
+    assert optional == {
+        "version": None,
+        "required": False,
+        "checkable": False,
+        "reason": "not provisioned: pip install failed: no tensorflow-text 2.15.0 here",
+    }
+
+
+def test_companion_wheels_for_the_board_are_downloaded_without_their_dependencies(monkeypatch, tmp_path: Path):
+    commands = []
+    monkeypatch.setattr(runtime_env, "run", lambda command, *args, **kwargs: commands.append(command))
+    pip_wheels(tmp_path / "site-packages", COMPANIONS, BOOKWORM, "aarch64", no_deps=True)
+    pip_wheels(tmp_path / "site-packages", ["numpy==1.26.4", "tensorflow-cpu==2.15.1"], BOOKWORM, "aarch64")
+    assert commands[0][-3:] == ["--no-deps", *COMPANIONS] and "--platform" in commands[0]
+    assert "--no-deps" not in commands[1]
 
 
 def test_a_runtime_argument_names_a_known_runtime_and_a_version():
@@ -91,7 +149,7 @@ def trixie_native(runtime_envs: Path) -> dict:
     spec = EnvironmentSpec(host_arch(), TRIXIE, (RuntimeSpec("ai-edge-litert", "2.3.0", True),))
     env_json = runtime_envs / f"debian-{spec.key()}" / "env.json"
     before = machine_wide_apt_state()
-    record = provision(spec, env_json, runtime_envs / "apt", REPO, machine_pythons=False)
+    record = provision(spec, env_json, runtime_envs / "apt", machine_pythons=False)
     return {"record": record, "env_json": env_json, "before": before, "after": machine_wide_apt_state()}
 
 
@@ -102,7 +160,9 @@ def test_a_trixie_stack_runs_debians_own_cpython_with_numpy_2(trixie_native):
     assert record["arch"] == host_arch() and not record["emulated"]
     assert record["python_version"].startswith("3.13.") and record["numpy_version"] == "2.2.6"
     assert record["python_source"].startswith(f"Debian 13 trixie's own {DEBIAN_ARCH[host_arch()]} package python3.13-minimal ")
-    assert record["runtimes"] == {"ai-edge-litert": {"version": "2.3.0", "required": True, "checkable": True, "reason": None}}
+    runtimes = {name: dict(entry) for name, entry in record["runtimes"].items()}
+    assert runtimes["ai-edge-litert"].pop("disk_mb") > 1, "measured in the unpacked wheels, through Debian's own CPython"
+    assert runtimes == {"ai-edge-litert": {"version": "2.3.0", "required": True, "checkable": True, "reason": None}}
     # The release's loader and interpreter from the environment's own sysroot, not the machine's.
     assert all(Path(part).is_relative_to(env_json.parent) for part in record["python"] if part.startswith("/"))
     probe = (
@@ -138,7 +198,6 @@ def test_the_tiny_models_run_on_ai_edge_litert_with_numpy_2(tiny_artifacts, trix
 def optional_missing(runtime_envs: Path, tmp_path_factory) -> dict:
     """``python -m edge_build.stages.runtime_env`` as SConstruct runs it, for a stack whose optional runtime has no such wheel."""
     from edge_build import cli
-    from edge_build.stages import runtime_env
 
     spec = EnvironmentSpec(host_arch(), BOOKWORM, (RuntimeSpec("ai-edge-litert", "0.0.1", False),))
     env_json = tmp_path_factory.mktemp("optional-missing") / spec.key() / "env.json"
@@ -158,7 +217,7 @@ def test_an_optional_runtime_whose_wheel_cannot_install_is_recorded_and_the_envi
     assert optional_missing["status"] == 0
     env_json = optional_missing["env_json"]
     record = read_environment(env_json)
-    assert record["numpy_version"] == "1.26.4" and record["pythonpath"][-1] == str(REPO)
+    assert record["numpy_version"] == "1.26.4" and record["pythonpath"] == []  # the checkout comes from the launcher
     entry = record["runtimes"]["ai-edge-litert"]
     assert {key: entry[key] for key in ("version", "required", "checkable")} == {"version": None, "required": False, "checkable": False}
     assert entry["reason"].startswith("not provisioned: pip install failed: ") and "ai-edge-litert==0.0.1" in entry["reason"]
@@ -186,7 +245,7 @@ def test_a_required_runtime_whose_wheel_cannot_install_stops_the_stage_and_leave
     spec = EnvironmentSpec(host_arch(), BOOKWORM, (RuntimeSpec("ai-edge-litert", "0.0.1", True),))
     env_json = runtime_envs / f"required-{spec.key()}" / "env.json"
     with pytest.raises(StageError, match=r"pip install failed: .*ai-edge-litert==0\.0\.1"):
-        provision(spec, env_json, runtime_envs / "apt", REPO)
+        provision(spec, env_json, runtime_envs / "apt")
     assert not env_json.parent.exists()
     assert not [p for p in runtime_envs.iterdir() if p.name.startswith(".tmp-")], "the staging folder outlived the failure"
 
@@ -194,7 +253,6 @@ def test_a_required_runtime_whose_wheel_cannot_install_stops_the_stage_and_leave
 def test_an_environment_provisioned_for_the_same_spec_is_reused_not_replaced(host_runtime_env: Path, runtime_envs: Path, capsys):
     """A second build directory sharing ``runtime_envs=`` runs the stage again (its SCons database has no record): nothing is reprovisioned."""
     from edge_build import cli
-    from edge_build.stages import runtime_env
 
     spec = load_profile(runtime_envs.parent / "host-profile", "tiny").runtime_environment()
     before = (host_runtime_env.stat().st_mtime_ns, host_runtime_env.read_bytes())

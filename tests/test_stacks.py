@@ -14,7 +14,7 @@ import pytest
 from edge_build.board.runtime import RUNTIMES
 from edge_build.config.profile import BoardStack, load_profile
 from edge_build.errors import ConfigError
-from edge_build.runtime_envs import describe, launcher, unavailable
+from edge_build.runtime_envs import PROJECT_ROOT, describe, disk_mb, launcher, unavailable
 from edge_build.stacks import OS_RELEASES, EnvironmentSpec, RuntimeSpec, Stack, not_installable
 
 REPO = Path(__file__).resolve().parents[1]
@@ -204,6 +204,74 @@ def test_the_requirements_of_a_stack():
     assert trixie.requirements(required=False) == [], "tflite-runtime cannot install on trixie: no pip line offers it"
 
 
+GATEWAY_SPEC = EnvironmentSpec(
+    "x86_64",
+    Stack("bookworm", "3.11", "1.26.4"),
+    (RuntimeSpec("tflite-runtime", "2.14.0", True), RuntimeSpec("tensorflow-cpu", "2.15.1", True)),
+)
+
+
+def test_existing_environment_keys_do_not_change():
+    """Companions are hashed only where a runtime has some: environments already provisioned keep their folders."""
+    # The keys these specs had before companions existed.
+    assert HOST_SPEC.key() == "x86_64-bookworm-py3.11-595cf1e89e"
+    assert EnvironmentSpec("aarch64", HOST_SPEC.stack, HOST_SPEC.runtimes).key() == "aarch64-bookworm-py3.11-4b68635c64"
+    assert load_profile(REPO / "targets", "arm64-trixie").runtime_environment().key() == "aarch64-trixie-py3.13-1d087d8de9"
+
+
+def test_a_runtimes_companions_are_part_of_its_environments_key(monkeypatch):
+    before = GATEWAY_SPEC.key()
+    repinned = dataclasses.replace(RUNTIMES["tensorflow-cpu"], companions=("tensorflow-text==2.15.1", "tensorflow-hub==0.15.0"))
+    monkeypatch.setitem(RUNTIMES, "tensorflow-cpu", repinned)
+    assert GATEWAY_SPEC.key() != before and GATEWAY_SPEC.key().startswith("x86_64-bookworm-py3.11-")
+
+
+def test_companions_are_installed_without_dependencies_after_their_runtime():
+    assert GATEWAY_SPEC.requirements() == ["numpy==1.26.4", "tflite-runtime==2.14.0", "tensorflow-cpu==2.15.1"]
+    assert GATEWAY_SPEC.companions() == ["tensorflow-text==2.15.0", "tensorflow-hub==0.15.0"]
+    assert GATEWAY_SPEC.companions(required=False) == [] and HOST_SPEC.companions() == []
+    stack = GATEWAY_SPEC.record()
+    assert stack["install_no_deps"] == ["tensorflow-text==2.15.0", "tensorflow-hub==0.15.0"] and "optional_install_no_deps" not in stack
+    optional = EnvironmentSpec(
+        "x86_64", HOST_SPEC.stack, (RuntimeSpec("tflite-runtime", "2.14.0", True), RuntimeSpec("tensorflow-cpu", "2.15.1", False))
+    )
+    assert optional.record()["optional_install"] == ["tensorflow-cpu==2.15.1"]
+    assert optional.record()["optional_install_no_deps"] == ["tensorflow-text==2.15.0", "tensorflow-hub==0.15.0"]
+    assert "install_no_deps" not in optional.record()
+    # tensorflow-cpu has no wheels for trixie's CPython 3.13: an optional one there offers neither line.
+    trixie = EnvironmentSpec("x86_64", Stack("trixie", "3.13", "2.2.6"), (RuntimeSpec("tensorflow-cpu", "2.15.1", False),))
+    assert trixie.record()["optional_install"] == [] and "optional_install_no_deps" not in trixie.record()
+
+
+def test_a_stack_without_companions_keeps_its_record():
+    assert HOST_SPEC.record() == {
+        "title": "Debian 12 bookworm",
+        "release": "bookworm",
+        "arch": "x86_64",
+        "python": "3.11",
+        "numpy": "1.26.4",
+        "runtimes": {"tflite-runtime": {"version": "2.14.0", "required": True}, "ai-edge-litert": {"version": "2.3.0", "required": False}},
+        "install": ["numpy==1.26.4", "tflite-runtime==2.14.0"],
+        "optional_install": ["ai-edge-litert==2.3.0"],
+    }
+
+
+def test_disk_mb_counts_a_distribution_and_its_dependencies_but_the_shared_ones():
+    """Measured on this project's own Python: pluggy has no dependencies, pytest depends on pluggy (and on a Windows-only colorama)."""
+    from importlib import metadata
+
+    def recorded_mb(name: str) -> float:
+        files = [Path(metadata.distribution(name).locate_file(f)) for f in metadata.distribution(name).files]
+        return sum(f.stat().st_size for f in files if f.is_file()) / 1e6
+
+    assert disk_mb(["pluggy"]) == round(recorded_mb("pluggy"), 1) > 0
+    assert disk_mb(["Pluggy"]) == disk_mb(["pluggy"]), "distribution names compare as pip compares them"
+    assert disk_mb(["pytest"]) > disk_mb(["pytest"], shared=("pluggy", "pygments")) > disk_mb(["pytest"], shared=("pluggy", "pygments", "packaging"))
+    assert disk_mb(["pytest"], shared=("pytest",)) == 0
+    with pytest.raises(LookupError, match="not installed here: no-such-distribution"):
+        disk_mb(["pluggy", "no-such-distribution"])
+
+
 def record(**changes) -> dict:
     """An ``env.json`` record as the runtime_env stage writes it (native bookworm, tflite-runtime, ai-edge-litert not provisioned)."""
     return {
@@ -213,7 +281,7 @@ def record(**changes) -> dict:
         "emulated": False,
         "emulator": None,
         "python": ["/envs/x/venv/bin/python"],
-        "pythonpath": ["/work/main"],
+        "pythonpath": [],
         "runtimes": {
             "tflite-runtime": {"version": "2.14.0", "required": True, "checkable": True, "reason": None},
             "ai-edge-litert": {"version": None, "required": False, "checkable": False, "reason": "not provisioned: pip install failed"},
@@ -228,7 +296,7 @@ def test_starting_an_environment_and_what_cannot_run_there(monkeypatch):
     monkeypatch.delenv("EDGE_BUILD_EMULATED", raising=False)
     native = record()
     prefix, variables = launcher(native)
-    assert prefix == ["/envs/x/venv/bin/python"] and variables["PYTHONPATH"] == "/work/main"
+    assert prefix == ["/envs/x/venv/bin/python"] and variables["PYTHONPATH"] == str(PROJECT_ROOT)
     assert variables["PYTHONNOUSERSITE"] == "1" and "EDGE_BUILD_EMULATED" not in variables
     assert unavailable(native, "tflite-runtime") is None
     assert unavailable(native, "ai-edge-litert") == "not provisioned: pip install failed"
@@ -240,9 +308,15 @@ def test_starting_an_environment_and_what_cannot_run_there(monkeypatch):
         emulated=True,
         emulator={"path": "/envs/y/qemu/qemu-aarch64", "version": "10.0.2"},
         python=["/envs/y/qemu/qemu-aarch64", "-L", "/envs/y/sysroot", "/envs/y/sysroot/usr/bin/python3.11"],
-        pythonpath=["/envs/y/site-packages", "/work/main"],
+        pythonpath=["/envs/y/site-packages"],
     )
     prefix, variables = launcher(emulated)
-    assert prefix == emulated["python"] and variables["PYTHONPATH"] == os.pathsep.join(emulated["pythonpath"])
+    assert prefix == emulated["python"] and variables["PYTHONPATH"] == os.pathsep.join(["/envs/y/site-packages", str(PROJECT_ROOT)])
     assert variables["EDGE_BUILD_EMULATED"] == "1"
     assert describe(emulated).endswith("numpy 1.26.4; emulated aarch64 under qemu 10.0.2")
+
+
+def test_describe_gives_each_runtimes_size_on_disk_where_it_was_measured():
+    measured = record()
+    measured["runtimes"]["tflite-runtime"]["disk_mb"] = 12.3
+    assert describe(measured).endswith("numpy 1.26.4; native x86_64; on disk: tflite-runtime 12.3 MB")

@@ -8,6 +8,7 @@ find the interpreter. Standard library only until a model is loaded.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import struct
 import sys
@@ -26,6 +27,10 @@ class Runtime:
       per_channel_dense: whether it loads TF 2.21's per-channel dense layers
         (FULLY_CONNECTED v12; tflite-runtime 2.14 refuses them, and its aarch64 build crashes).
       min_qemu: the oldest qemu-user its aarch64 build runs under, where that matters.
+      companions: pip requirements installed beside it without their dependencies
+        (tensorflow-text's wheel asks for the full ``tensorflow``; ``tensorflow-cpu`` is the same code).
+      text_ops: where its wheels keep tensorflow-text's TF Lite kernels (the in-model tokenizer's
+        custom ops), as ``module:attribute`` naming the registerers its interpreter takes; ``None`` if they have none.
     """
 
     interpreter_module: str
@@ -35,6 +40,8 @@ class Runtime:
     has_flex_delegate: bool
     per_channel_dense: bool
     min_qemu: tuple[int, int] | None = None
+    companions: tuple[str, ...] = ()
+    text_ops: str | None = None
 
 
 RUNTIMES = {
@@ -56,6 +63,19 @@ RUNTIMES = {
         has_flex_delegate=False,
         per_channel_dense=True,
         min_qemu=(8, 0),
+    ),
+    # Full TensorFlow's interpreter: its last release whose tf.lite.Interpreter carries the Flex delegate
+    # (2.19 and 2.21 have none), with tensorflow-text's TF Lite kernels for the in-model tokenizer. It runs
+    # models converted by TF 2.21. It needs numpy 1 and has wheels up to CPython 3.11.
+    "tensorflow-cpu": Runtime(
+        "tensorflow.lite.python.interpreter",
+        "2.15.1",
+        ("3.9", "3.10", "3.11"),
+        numpy_below=2,
+        has_flex_delegate=True,
+        per_channel_dense=False,
+        companions=("tensorflow-text==2.15.0", "tensorflow-hub==0.15.0"),
+        text_ops="tensorflow_text:tflite_registrar.SELECT_TFTEXT_OPS",
     ),
 }
 #: Runtime name -> module holding its ``Interpreter``; ``tensorflow`` is TF's own
@@ -143,10 +163,26 @@ def check_model_file(path: str) -> None:
             inside(vector + 4, item_bytes * read("<I", vector, name), name)
 
 
-def load_interpreter(runtime: str, model_path: str, threads: int | None = None):
-    """An allocated ``Interpreter`` for ``model_path`` from ``runtime``'s module."""
+def make_interpreter(runtime: str, model_path: str, threads: int | None = None):
+    """``runtime``'s ``Interpreter`` for ``model_path`` (not yet allocated), with tensorflow-text's kernels where the runtime has them."""
     check_model_file(model_path)
     module = interpreter_module(runtime)
-    interpreter = module.Interpreter(model_path=model_path, num_threads=threads)
+    row = RUNTIMES.get(runtime)
+    if row is not None and row.text_ops:
+        module_name, attributes = row.text_ops.split(":")
+        try:
+            registerers = functools.reduce(getattr, attributes.split("."), importlib.import_module(module_name))
+        except ImportError as exc:
+            companions = " ".join(row.companions)
+            raise RuntimeMissing(
+                f"{runtime} needs tensorflow-text's TF Lite kernels, which do not import: {exc} (pip install --no-deps {companions})"
+            ) from exc
+        return module.InterpreterWithCustomOps(model_path=model_path, num_threads=threads, custom_op_registerers=registerers)
+    return module.Interpreter(model_path=model_path, num_threads=threads)
+
+
+def load_interpreter(runtime: str, model_path: str, threads: int | None = None):
+    """An allocated ``Interpreter`` for ``model_path`` from ``runtime``'s module."""
+    interpreter = make_interpreter(runtime, model_path, threads)
     interpreter.allocate_tensors()
     return interpreter

@@ -16,14 +16,17 @@ The environment holds exactly that, whatever Python this project itself runs on:
 Debian packages come through a private apt configuration under ``--apt-dir``
 (its own sources, package lists, cache and an empty dpkg status), so the
 machine's apt sources, dpkg database and installed packages stay as they are,
-and no root is needed. A runtime that cannot install on the stack, or whose
-wheels fail to install, is recorded with the reason: a required one fails this
-stage, an optional one is reported by the checks.
+and no root is needed. A runtime's companions (``RUNTIMES[...].companions``)
+are installed after it without their dependencies. A runtime that cannot
+install on the stack, or whose wheels (its companions' included) fail to
+install, is recorded with the reason: a required one fails this stage, an
+optional one is reported by the checks.
 
 Writes ``env.json``: the stack, where its CPython came from, how to start it
 (the command prefix and its ``PYTHONPATH``), whether it is emulated, the
-emulator's version, and for each runtime its version and whether it can be
-checked here (and why not).
+emulator's version, and for each runtime its version, whether it can be
+checked here (and why not) and, once installed, ``disk_mb``: what it adds to
+the stack on disk (``runtime_envs.disk_mb``, measured in the environment).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from edge_build.atomic import atomic_output
 from edge_build.board.runtime import RUNTIMES
 from edge_build.errors import StageError
 from edge_build.platforms import ARCH_ALIASES, host_arch
+from edge_build.runtime_envs import launcher
 from edge_build.stacks import OS_RELEASES, EnvironmentSpec, RuntimeSpec, Stack, not_installable
 
 DEBIAN_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
@@ -200,11 +204,13 @@ def machine_python(version: str) -> Path | None:
     return None
 
 
-def pip_wheels(site: Path, requirements: list[str], stack: Stack, arch: str) -> None:
-    """Download ``requirements``' wheels for the board (its platform and CPython) and unpack them into ``site``."""
+def pip_wheels(site: Path, requirements: list[str], stack: Stack, arch: str, no_deps: bool = False) -> None:
+    """Download ``requirements``' wheels (without their dependencies if ``no_deps``) for the board (its platform and CPython), unpack them into ``site``."""
     wheels = site.parent / "wheels"
     platforms = [arg for p in wheel_platforms(stack.release, arch) for arg in ("--platform", p)]
     command = [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--python-version", stack.python, *platforms, "-d", str(wheels)]
+    if no_deps:
+        command.append("--no-deps")
     try:
         run([*command, *requirements], "pip download", "check access to the package registry")
         for wheel in sorted(wheels.glob("*.whl")):
@@ -215,9 +221,16 @@ def pip_wheels(site: Path, requirements: list[str], stack: Stack, arch: str) -> 
 
 
 def install(runtime: RuntimeSpec, install_one) -> dict:
-    """Install one runtime with ``install_one(requirement)``; an optional runtime that fails is recorded, a required one stops the stage."""
+    """Install one runtime, then its companions without their dependencies, with ``install_one(requirements, no_deps)``.
+
+    An optional runtime that fails (itself or a companion) is recorded, a required one stops the stage.
+    """
+    companions = list(RUNTIMES[runtime.name].companions)
     try:
-        install_one(f"{runtime.name}=={runtime.version}")
+        install_one([f"{runtime.name}=={runtime.version}"])
+        if companions:
+            # tensorflow-text's metadata asks for the full tensorflow: with its dependencies it would bring a second TensorFlow.
+            install_one(companions, no_deps=True)
     except StageError as exc:
         if runtime.required:
             raise
@@ -225,7 +238,7 @@ def install(runtime: RuntimeSpec, install_one) -> dict:
     return {"version": runtime.version, "required": runtime.required, "checkable": True, "reason": None}
 
 
-def provision(spec: EnvironmentSpec, env_json: Path, apt_dir: Path, project_root: Path, machine_pythons: bool = True) -> dict:
+def provision(spec: EnvironmentSpec, env_json: Path, apt_dir: Path, machine_pythons: bool = True) -> dict:
     """Provision the environment ``spec`` describes in ``env_json``'s folder; return the record written there.
 
     With ``machine_pythons=False`` a native environment takes the release's own CPython even where the machine has one.
@@ -244,18 +257,20 @@ def provision(spec: EnvironmentSpec, env_json: Path, apt_dir: Path, project_root
             run([str(machine), "-m", "venv", str(staging / "venv")], "python -m venv", f"check {machine}'s venv module")
             pip = [str(staging / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--only-binary=:all:"]
 
-            def install_one(*requirements: str) -> None:
-                run([*pip, f"numpy=={stack.numpy}", *requirements], "pip install", "check access to the package registry")
+            def install_one(requirements: list[str], no_deps: bool = False) -> None:
+                # numpy pinned in every resolution, so that no runtime's dependencies move the stack's numpy.
+                pinned = ["--no-deps"] if no_deps else [f"numpy=={stack.numpy}"]
+                run([*pip, *pinned, *requirements], "pip install", "check access to the package registry")
 
             python = [str(out_dir / "venv" / "bin" / "python")]
-            pythonpath = [str(project_root.resolve())]
+            pythonpath = []
             source = f"this machine's {machine}, in a virtual environment of its own"
         else:
             package = debian_python(stack, spec.arch, apt_dir, staging / "sysroot")
             site = staging / "site-packages"
 
-            def install_one(*requirements: str) -> None:
-                pip_wheels(site, [f"numpy=={stack.numpy}", *requirements], stack, spec.arch)
+            def install_one(requirements: list[str], no_deps: bool = False) -> None:
+                pip_wheels(site, requirements if no_deps else [f"numpy=={stack.numpy}", *requirements], stack, spec.arch, no_deps)
 
             sysroot = out_dir / "sysroot"
             interpreter = str(sysroot / "usr" / "bin" / f"python{stack.python}")
@@ -267,9 +282,9 @@ def provision(spec: EnvironmentSpec, env_json: Path, apt_dir: Path, project_root
                 # The release's loader and libraries, not the machine's: the interpreter runs as it would on the board.
                 libraries = ":".join(str(sysroot / d) for d in (f"lib/{spec.arch}-linux-gnu", f"usr/lib/{spec.arch}-linux-gnu"))
                 python = [str(sysroot / DYNAMIC_LOADERS[spec.arch]), "--library-path", libraries, interpreter]
-            pythonpath = [str(out_dir / "site-packages"), str(project_root.resolve())]
+            pythonpath = [str(out_dir / "site-packages")]
             source = f"{OS_RELEASES[stack.release].title}'s own {DEBIAN_ARCH[spec.arch]} package python{stack.python}-minimal {package}"
-        install_one()
+        install_one([])
         runtimes = {}
         for runtime in spec.runtimes:
             reason = not_installable(runtime.name, stack)
@@ -295,6 +310,8 @@ def provision(spec: EnvironmentSpec, env_json: Path, apt_dir: Path, project_root
             "runtimes": runtimes,
         }
         record.update(probe(record, staging, out_dir))
+        for name, megabytes in measure_disk(record, staging, out_dir).items():
+            record["runtimes"][name]["disk_mb"] = megabytes
         (staging / env_json.name).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     return record
 
@@ -304,25 +321,43 @@ def qemu_version(qemu: Path) -> str:
     return re.search(r"version (\d+\.\d+(?:\.\d+)?)", text).group(1)
 
 
-def probe(record: dict, staging: Path, out_dir: Path) -> dict:
-    """Start the environment's Python once (from the staging folder) and read its CPython and numpy versions."""
-    python = [part.replace(str(out_dir), str(staging)) for part in record["python"]]
-    pythonpath = [part.replace(str(out_dir), str(staging)) for part in record["pythonpath"]]
-    done = subprocess.run(
-        [*python, "-c", "import platform, numpy; print(platform.machine(), platform.python_version(), numpy.__version__)"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(pythonpath), "PYTHONNOUSERSITE": "1"},
-        timeout=300,
-    )
+def run_python(record: dict, staging: Path, out_dir: Path, arguments: list[str], what: str) -> str:
+    """Run the environment's Python (from the staging folder, where it still is) with ``arguments``; return its output."""
+    staged = {**record, **{key: [part.replace(str(out_dir), str(staging)) for part in record[key]] for key in ("python", "pythonpath")}}
+    prefix, variables = launcher(staged)
+    done = subprocess.run([*prefix, *arguments], capture_output=True, text=True, env=variables, timeout=300)
     if done.returncode != 0:
-        raise StageError(
-            f"the provisioned {record['arch']} Python does not start: {(done.stderr.strip().splitlines() or ['exit ' + str(done.returncode)])[-1]}"
-        )
-    machine, python_version, numpy_version = done.stdout.split()
+        raise StageError(f"{what}: {(done.stderr.strip().splitlines() or ['exit ' + str(done.returncode)])[-1]}")
+    return done.stdout
+
+
+def probe(record: dict, staging: Path, out_dir: Path) -> dict:
+    """Start the environment's Python once and read its CPython and numpy versions."""
+    code = "import platform, numpy; print(platform.machine(), platform.python_version(), numpy.__version__)"
+    output = run_python(record, staging, out_dir, ["-c", code], f"the provisioned {record['arch']} Python does not start")
+    machine, python_version, numpy_version = output.split()
     if machine != record["arch"] or numpy_version != record["stack"]["numpy"]:
         raise StageError(f"the provisioned Python reports {machine} with numpy {numpy_version}, not {record['arch']} with {record['stack']['numpy']}")
     return {"python_version": python_version, "numpy_version": numpy_version}
+
+
+#: Run in the environment's Python: ``runtime_envs.disk_mb`` of each runtime's distributions, read from and written as JSON.
+DISK_PROBE = (
+    "import json, sys; from edge_build.runtime_envs import disk_mb; print(json.dumps({n: disk_mb(d) for n, d in json.loads(sys.argv[1]).items()}))"
+)
+
+
+def measure_disk(record: dict, staging: Path, out_dir: Path) -> dict[str, float]:
+    """Megabytes on disk each installed runtime adds to the stack: its distribution, its companions and their dependencies but numpy."""
+    distributions = {
+        name: [name, *(companion.partition("==")[0] for companion in RUNTIMES[name].companions)]
+        for name, entry in record["runtimes"].items()
+        if entry["version"] is not None
+    }
+    if not distributions:
+        return {}
+    output = run_python(record, staging, out_dir, ["-c", DISK_PROBE, json.dumps(distributions)], "measuring the runtimes' size on disk failed")
+    return json.loads(output)
 
 
 def reusable(spec: EnvironmentSpec, env_json: Path) -> dict | None:
@@ -364,6 +399,14 @@ def runtime_spec(requirement: str, required: bool) -> RuntimeSpec:
     return RuntimeSpec(name, version, required)
 
 
+def describe_runtime(name: str, entry: dict) -> str:
+    """One runtime in the stage's last line: its version and size on disk, or why it cannot be checked."""
+    if not entry["checkable"]:
+        return f"{name} ({entry['reason']})"
+    # An environment provisioned before sizes were measured has none.
+    return f"{name} {entry['version']}" + (f" ({entry['disk_mb']} MB on disk)" if "disk_mb" in entry else "")
+
+
 def drive(args: argparse.Namespace) -> None:
     runtimes = tuple(runtime_spec(r, True) for r in args.runtime) + tuple(runtime_spec(r, False) for r in args.optional_runtime)
     spec = EnvironmentSpec(args.arch, Stack(args.release, args.python, args.numpy), runtimes)
@@ -371,8 +414,8 @@ def drive(args: argparse.Namespace) -> None:
     if record is not None:
         print(f"runtime-env: reusing {args.out}, provisioned earlier for the same stack")
     else:
-        record = provision(spec, args.out, args.apt_dir, Path.cwd())
-    described = ", ".join(f"{n} {r['version']}" if r["checkable"] else f"{n} ({r['reason']})" for n, r in record["runtimes"].items())
+        record = provision(spec, args.out, args.apt_dir)
+    described = ", ".join(describe_runtime(name, entry) for name, entry in record["runtimes"].items())
     how = f"emulated under qemu {record['emulator']['version']}" if record["emulated"] else "native"
     print(
         f"runtime-env: {args.out} ready: {record['stack']['title']} {record['arch']} ({how}), "
