@@ -83,7 +83,11 @@ def test_a_stage_is_named_after_the_module_it_runs():
 
 
 def test_a_stage_that_fails_prints_the_end_of_its_log_and_exits_with_its_status(tmp_path: Path):
-    script = f"import sys\nprint({NOISE!r}, file=sys.stderr)\nfor i in range(40):\n    print(f'line {{i}}')\nprint('error: broken', file=sys.stderr)\nsys.exit(3)"
+    # The pause: stdout and stderr are two pipes, and the log takes lines as they come from either.
+    script = (
+        f"import sys, time\nprint({NOISE!r}, file=sys.stderr)\nfor i in range(40):\n    print(f'line {{i}}')\n"
+        "sys.stdout.flush()\ntime.sleep(0.2)\nprint('error: broken', file=sys.stderr)\nsys.exit(3)"
+    )
     done = wrapped(tmp_path, script, "--name", "fake")
     assert done.returncode == 3 and done.stdout == ""
     header, *tail = done.stderr.splitlines()
