@@ -94,5 +94,18 @@ ARTIFACTS: Mapping[str, Artifact] = types.MappingProxyType(
             latency_key="int8_p50_ms",
             calibrated=True,
         ),
+        "tflite_text_int8": Artifact(
+            "model_text_int8.tflite",
+            "TF Lite, raw text in: tensorflow-text tokenizer inside (custom ops + Flex), INT8 classifier calibrated as tflite_int8",
+            "tflite",
+            "int8",
+            "text",
+            parity=(
+                ("top-1 agreement", "top1_agreement", ">=", "int8_min_top1_agreement"),
+                ("accuracy drop", "accuracy_drop", "<=", "int8_max_accuracy_drop"),
+            ),
+            latency_key="text_int8_p50_ms",
+            calibrated=True,
+        ),
     }
 )

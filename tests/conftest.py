@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import random
 import shutil
 from pathlib import Path
@@ -165,6 +167,37 @@ TINY_TRIXIE_PROFILE = TINY_PROFILE.replace(
 )
 
 
+# A gateway serving raw text: the ids INT8 model on tflite-runtime, the raw-text model on tensorflow-cpu (Flex, tensorflow-text).
+TINY_GATEWAY_PROFILE = """
+description = "tests: raw text in on full TF Lite"
+arch = "x86_64"
+artifacts = ["tflite_int8", "tflite_text_int8"]
+
+[quantization]
+output_type = "float32"
+select_tf_ops = true
+
+[[runtimes]]
+name = "tflite-runtime"
+
+[[runtimes]]
+name = "tensorflow-cpu"
+flex_delegate = true
+
+[tolerances]
+int8_min_top1_agreement = 0.8
+int8_max_accuracy_drop = 0.2
+
+[latency]
+int8_p50_ms = 1000.0
+text_int8_p50_ms = 1000.0
+
+[checks]
+warmup = 2
+runs = 20
+"""
+
+
 def with_litert(profile_text: str, required: bool = False, version: str | None = None) -> str:
     """``profile_text`` with ai-edge-litert as a second runtime after its tflite-runtime row."""
     row = '[[runtimes]]\nname = "ai-edge-litert"\n' + (f'version = "{version}"\n' if version else "") + f"required = {str(required).lower()}\n"
@@ -236,7 +269,8 @@ def reported_copy(tiny_artifacts: dict, destination: Path, profile_text: str | N
     else:
         profile = read_profile(write_profile(destination.parent / "targets", "tiny", profile_text))
     target = Target(destination, "tiny")
-    report.build_report(profile, report_inputs(tiny_artifacts, target.xla_checks), target)
+    xla_checks = target.xla_checks if "saved_model_xla" in profile.artifacts else None
+    report.build_report(profile, report_inputs(tiny_artifacts, xla_checks), target)
     layout = tiny_artifacts["layout"]
     args = (profile, manifest.ManifestInputs(layout.data.summary, layout.train_log, layout.weights, layout.vocab, layout.calibration_summary), target)
     return {"target": destination, "profile": profile, "manifest_args": args, "record": manifest.build_manifest(*args)}
@@ -260,12 +294,10 @@ def debian_packages_unavailable() -> str | None:
 
 def board_launcher(environment: dict) -> tuple[list[str], dict[str, str]]:
     """``runtime_envs.launcher`` without this project on ``PYTHONPATH``: a board has the bundle, numpy and a runtime, not edge-build."""
-    import os
-
     from edge_build.runtime_envs import launcher
 
     prefix, variables = launcher(environment)
-    kept = [entry for entry in environment["pythonpath"] if Path(entry).resolve() != REPO]
+    kept = [entry for entry in variables["PYTHONPATH"].split(os.pathsep) if Path(entry).resolve() != REPO]
     variables["PYTHONPATH"] = os.pathsep.join(kept)
     if not kept:
         del variables["PYTHONPATH"]
@@ -274,24 +306,79 @@ def board_launcher(environment: dict) -> tuple[list[str], dict[str, str]]:
 
 @pytest.fixture(scope="session")
 def runtime_envs(tmp_path_factory) -> Path:
-    """One folder of runtime environments for the whole session: stage tests and SCons builds (``runtime_envs=``) share them."""
-    return tmp_path_factory.mktemp("runtime-envs")
+    """One folder of runtime environments for the whole session: stage tests and SCons builds (``runtime_envs=``) share them.
+
+    ``EDGE_BUILD_TEST_RUNTIME_ENVS`` names a folder to keep them in instead: CI's own builds then reuse what the tests provisioned.
+    """
+    shared = os.environ.get("EDGE_BUILD_TEST_RUNTIME_ENVS")
+    return Path(shared) if shared else tmp_path_factory.mktemp("runtime-envs")
 
 
 @pytest.fixture(scope="session")
 def host_runtime_env(runtime_envs: Path) -> Path:
     """``env.json`` of the tiny profile's runtime environment (the Debian 12 stack: CPython 3.11, numpy 1.26.4, tflite-runtime), provisioned once."""
+    return provisioned(runtime_envs, write_profile(runtime_envs.parent / "host-profile", "tiny", TINY_PROFILE))
+
+
+def provisioned(runtime_envs: Path, profile_path: Path) -> Path:
+    """``env.json`` of the profile's runtime environment, provisioned once per session."""
     from edge_build.config.profile import read_profile
     from edge_build.layout import Layout
     from edge_build.stages.runtime_env import provision
 
-    profile = read_profile(write_profile(runtime_envs.parent / "host-profile", "tiny", TINY_PROFILE))
     layout = Layout(runtime_envs.parent, runtime_envs)
-    spec = profile.runtime_environment()
+    spec = read_profile(profile_path).runtime_environment()
     env_json = layout.runtime_env(spec.key())
     if not env_json.is_file():
-        provision(spec, env_json, layout.apt, REPO)
+        provision(spec, env_json, layout.apt)
     return env_json
+
+
+@pytest.fixture(scope="session")
+def gateway_runtime_env(runtime_envs: Path) -> Path:
+    """``env.json`` of the tiny gateway's environment: the Debian 12 stack with tflite-runtime and tensorflow-cpu 2.15.1 + tensorflow-text."""
+    return provisioned(runtime_envs, write_profile(runtime_envs.parent / "gateway-profile", "tiny-gateway", TINY_GATEWAY_PROFILE))
+
+
+def conversion_inputs(tiny_build: dict, **changes) -> object:
+    """The tflite stage's inputs for the tiny model (its representative set comes from ``tiny_artifacts``)."""
+    from edge_build.stages import tflite
+
+    layout, files = tiny_build["layout"], tiny_build["layout"].data
+    inputs = tflite.ConversionInputs(
+        REPO / "model_src" / "model.py",
+        tiny_build["hparams"],
+        layout.vocab,
+        layout.weights,
+        layout.train_log,
+        files.labels,
+        files.split("val"),
+        layout.token_ids("val"),
+        layout.token_ids("test"),
+        layout.representative,
+        files.split("test"),
+    )
+    return dataclasses.replace(inputs, **changes)
+
+
+@pytest.fixture(scope="session")
+def gateway_artifacts(tiny_artifacts, gateway_runtime_env) -> dict[str, Path]:
+    """The tiny model for ``TINY_GATEWAY_PROFILE``: ``tflite_int8`` and the raw-text ``tflite_text_int8``, with their runtime checks."""
+    from edge_build.config.profile import load_profile
+    from edge_build.stages import runtime_check, tflite
+
+    layout, files = tiny_artifacts["layout"], tiny_artifacts["layout"].data
+    paths = dict(tiny_artifacts)
+    paths["profile"] = write_profile(tiny_artifacts["root"] / "targets", "tiny-gateway", TINY_GATEWAY_PROFILE)
+    profile = load_profile(tiny_artifacts["root"] / "targets", "tiny-gateway")
+    target = layout.target("tiny-gateway")
+    for name in profile.tflite_artifacts:
+        paths[name] = target.artifact(name)
+        tflite.convert(name, conversion_inputs(tiny_artifacts), profile, tuple(target.artifact_files(name)), gateway_runtime_env)
+    paths["target"], paths["runtime_env"] = target.dir, gateway_runtime_env
+    test = runtime_check.TestSplit.read(files.split("test"), layout.token_ids("test"), layout.reference_logits, files.labels)
+    runtime_check.runtime_checks(profile, test, target, gateway_runtime_env)
+    return paths
 
 
 @pytest.fixture(scope="session")
@@ -314,18 +401,7 @@ def tiny_artifacts(tiny_build, host_runtime_env) -> dict[str, Path]:
         calibrate.CalibrationInputs(files.split("train"), layout.token_ids("train"), files.labels, layout.vocab, True, 24),
         (layout.representative, layout.calibration_summary),
     )
-    inputs = tflite.ConversionInputs(
-        REPO / "model_src" / "model.py",
-        tiny_build["hparams"],
-        layout.vocab,
-        layout.weights,
-        layout.train_log,
-        files.labels,
-        files.split("val"),
-        layout.token_ids("val"),
-        layout.token_ids("test"),
-        layout.representative,
-    )
+    inputs = conversion_inputs(tiny_build)
     target = layout.target("tiny")
     for name in profile.tflite_artifacts:
         paths[name] = target.artifact(name)

@@ -26,7 +26,7 @@ def test_shipped_profiles_and_hyperparameters_are_valid():
 
 
 def test_the_shipped_profiles():
-    assert profile_names(REPO / "targets") == ["arm64", "arm64-trixie", "gpu", "host"]
+    assert profile_names(REPO / "targets") == ["arm64", "arm64-trixie", "gateway", "gpu", "host"]
     host, arm64, trixie, gpu = (load_profile(REPO / "targets", name) for name in ("host", "arm64", "arm64-trixie", "gpu"))
     assert host.arch == "x86_64" and set(host.artifacts) == {"saved_model_cpu", "tflite_fp32", "tflite_fp16", "tflite_int8"}
     assert host.tolerances.fp16_max_abs_logit == 2e-3 and host.latency.fp16_p50_ms == 1.0
@@ -39,6 +39,12 @@ def test_the_shipped_profiles():
     # On trixie tflite-runtime cannot install: ai-edge-litert gates, and the INT8 model may use per-channel dense layers.
     assert [(r.name, r.required) for r in trixie.runtimes] == [("ai-edge-litert", True), ("tflite-runtime", False)]
     assert trixie.per_channel_dense and not any(r.flex_delegate for r in trixie.runtimes)
+    # The gateway serves raw text: the Flex model runs only on tensorflow-cpu, the ids model on both runtimes.
+    gateway = load_profile(REPO / "targets", "gateway")
+    assert set(gateway.artifacts) == {"tflite_int8", "tflite_text_int8"} and gateway.quantization.select_tf_ops
+    assert [r.name for r in gateway.runtimes_for("tflite_text_int8")] == ["tensorflow-cpu"]
+    assert [r.name for r in gateway.runtimes_for("tflite_int8")] == ["tflite-runtime", "tensorflow-cpu"]
+    assert not gateway.per_channel_dense
 
 
 BASE = 'description = "x"\narch = "x86_64"\nartifacts = ["saved_model_cpu"]\n'
@@ -55,7 +61,7 @@ TFLITE = 'description = "x"\narch = "x86_64"\nartifacts = ["tflite_int8"]\n[[run
         (BASE.replace("x86_64", "riscv"), "key 'arch' is 'riscv' (allowed: x86_64, aarch64)"),
         (
             BASE.replace("saved_model_cpu", "onnx"),
-            "unknown artifact 'onnx' (allowed: saved_model_cpu, saved_model_xla, tflite_fp32, tflite_fp16, tflite_int8)",
+            "unknown artifact 'onnx' (allowed: saved_model_cpu, saved_model_xla, tflite_fp32, tflite_fp16, tflite_int8, tflite_text_int8)",
         ),
         (BASE.replace('["saved_model_cpu"]', "[]"), "key 'artifacts': must name at least one"),
         (BASE.replace('["saved_model_cpu"]', '"saved_model_cpu"'), "key 'artifacts' must be a list of str"),
@@ -65,7 +71,7 @@ TFLITE = 'description = "x"\narch = "x86_64"\nartifacts = ["tflite_int8"]\n[[run
         ('name = "other"\n' + BASE, "key 'name' is not allowed here"),
         (
             TFLITE.replace("tflite-runtime", "onnxruntime"),
-            "key 'runtimes.name': unknown runtime 'onnxruntime' (allowed: tflite-runtime, ai-edge-litert)",
+            "key 'runtimes.name': unknown runtime 'onnxruntime' (allowed: tflite-runtime, ai-edge-litert, tensorflow-cpu)",
         ),
         (TFLITE + "flex_delegate = true\n", "key 'runtimes.flex_delegate': tflite-runtime's wheels have no Flex delegate (allowed: false)"),
         (TFLITE + '[[runtimes]]\nname = "tflite-runtime"\n', "key 'runtimes': lists a runtime twice"),

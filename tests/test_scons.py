@@ -416,10 +416,10 @@ def test_a_missing_dataset_is_named(tmp_path: Path):
 
 def test_target_list_and_unknown_targets():
     listed = scons("target=list")
-    assert [line.split()[0] for line in listed.stdout.splitlines()] == ["arm64", "arm64-trixie", "gpu", "host"]
+    assert [line.split()[0] for line in listed.stdout.splitlines()] == ["arm64", "arm64-trixie", "gateway", "gpu", "host"]
     unknown = scons("target=nope", check=False)
     assert unknown.returncode == 2
-    assert "unknown target 'nope': no targets/nope.toml (available: arm64, arm64-trixie, gpu, host)" in unknown.stderr
+    assert "unknown target 'nope': no targets/nope.toml (available: arm64, arm64-trixie, gateway, gpu, host)" in unknown.stderr
 
 
 @pytest.mark.parametrize(

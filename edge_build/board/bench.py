@@ -7,7 +7,8 @@
 Reports what TF Lite's ``benchmark_model`` reports: model load time, first
 invoke, then per-invoke p50/p90/p99, mean, std, min and max over the timed runs,
 examples per second and the process's peak resident memory. Timed inputs are
-golden-set rows when a golden file is given (real token ids), zeros otherwise.
+golden-set rows when a golden file is given (real token ids, or the raw texts
+for a model that takes text), zeros or one short sentence otherwise.
 With ``--parity`` every golden example is run and compared with the reference
 logits stored beside it. Imports only the standard library, numpy and the runtime.
 """
@@ -24,8 +25,8 @@ import time
 
 import numpy as np
 
-from .parity import compare, load_golden
-from .runtime import INTERPRETER_MODULES, RuntimeMissing, check_model_file, interpreter_module, runtime_version
+from .parity import compare, load_golden, unpack_texts
+from .runtime import INTERPRETER_MODULES, RuntimeMissing, make_interpreter, runtime_version
 
 
 def dequantized(interpreter, detail) -> np.ndarray:
@@ -37,33 +38,48 @@ def dequantized(interpreter, detail) -> np.ndarray:
 
 
 class Model:
-    """One interpreter with its single input and output, resized to a batch size."""
+    """One interpreter with its single input (token ids, or raw texts) and its logits, resized to a batch size.
+
+    A raw-text model also outputs the token ids its tokenizer made (int32), kept as ``token_ids``.
+    """
 
     def __init__(self, runtime: str, path: str, threads: int, batch: int):
-        module = interpreter_module(runtime)
-        check_model_file(path)
         started = time.perf_counter()
-        self.interpreter = module.Interpreter(model_path=path, num_threads=threads)
+        self.interpreter = make_interpreter(runtime, path, threads)
         (self.input,) = self.interpreter.get_input_details()
-        (self.output,) = self.interpreter.get_output_details()
+        outputs = self.interpreter.get_output_details()
+        (self.output,) = [d for d in outputs if d["dtype"] != np.int32] or outputs
+        self.token_ids = next((d for d in outputs if d["dtype"] == np.int32 and d is not self.output), None)
+        self.takes_text = self.input["dtype"] in (np.bytes_, np.object_)
         if batch != self.input["shape"][0]:
             self.interpreter.resize_tensor_input(self.input["index"], [batch, *self.input["shape"][1:]])
         self.interpreter.allocate_tensors()
         self.load_ms = (time.perf_counter() - started) * 1e3
         self.batch = batch
 
-    def run(self, ids: np.ndarray) -> np.ndarray:
-        self.interpreter.set_tensor(self.input["index"], ids.astype(self.input["dtype"], copy=False))
+    def run(self, inputs: np.ndarray) -> np.ndarray:
+        """Logits for a batch of ids ``[batch, sequence_length]`` or of UTF-8 texts ``[batch]``."""
+        self.interpreter.set_tensor(self.input["index"], inputs if self.takes_text else inputs.astype(self.input["dtype"], copy=False))
         self.interpreter.invoke()
         return dequantized(self.interpreter, self.output)
 
+    def last_token_ids(self) -> np.ndarray:
+        """The ids the model's own tokenizer gave the last batch (raw-text models)."""
+        return self.interpreter.get_tensor(self.token_ids["index"])
+
+
+def model_inputs(model: Model, golden: dict) -> np.ndarray:
+    """What the model takes, for every golden example: its token ids, or its raw texts."""
+    return np.array(unpack_texts(golden), dtype=object) if model.takes_text else golden["ids"]
+
 
 def timing_inputs(model: Model, golden: dict | None) -> list[np.ndarray]:
-    shape = [model.batch, *model.input["shape"][1:]]
     if golden is None:
-        return [np.zeros(shape, dtype=np.int32)]
-    ids = golden["ids"]
-    return [np.take(ids, range(start, start + model.batch), axis=0, mode="wrap") for start in range(0, len(ids), model.batch)]
+        if model.takes_text:
+            return [np.full([model.batch], b"A short sentence to time the model on.", dtype=object)]
+        return [np.zeros([model.batch, *model.input["shape"][1:]], dtype=np.int32)]
+    rows = model_inputs(model, golden)
+    return [np.take(rows, range(start, start + model.batch), axis=0, mode="wrap") for start in range(0, len(rows), model.batch)]
 
 
 def percentile_summary(invoke_us: list[float], batch: int) -> dict:
@@ -97,9 +113,9 @@ def benchmark(model: Model, golden: dict | None, warmup: int, runs: int) -> dict
 
 
 def golden_outputs(model: Model, golden: dict) -> np.ndarray:
-    ids = golden["ids"]
-    rows = [model.run(np.take(ids, range(start, start + model.batch), axis=0, mode="wrap")) for start in range(0, len(ids), model.batch)]
-    return np.concatenate(rows)[: len(ids)]
+    rows = model_inputs(model, golden)
+    logits = [model.run(np.take(rows, range(start, start + model.batch), axis=0, mode="wrap")) for start in range(0, len(rows), model.batch)]
+    return np.concatenate(logits)[: len(rows)]
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -153,7 +169,7 @@ def build_parser(default_model: str | None = None, **defaults: str) -> argparse.
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--golden", help="golden.npz: token ids, labels and reference logits")
+    parser.add_argument("--golden", help="golden.npz: token ids (and raw texts), labels and reference logits")
     parser.add_argument("--parity", action="store_true", help="run every golden example and compare with the reference")
     parser.add_argument("--out", help="write the result as JSON here")
     parser.add_argument("--outputs", help="write the golden set's logits (float32 .npy) here")

@@ -16,6 +16,20 @@ import numpy as np
 GOLDEN_KEYS = ("ids", "labels", "reference_logits")
 
 
+def pack_texts(texts: Sequence[bytes]) -> dict:
+    """Raw texts as two plain arrays (UTF-8 bytes end to end, and where each text starts): ``np.load`` needs no pickle for them."""
+    lengths = np.array([len(t) for t in texts], dtype=np.int64)
+    return {"text_bytes": np.frombuffer(b"".join(texts), dtype=np.uint8), "text_offsets": np.concatenate([[0], np.cumsum(lengths)])}
+
+
+def unpack_texts(arrays: Mapping[str, np.ndarray]) -> list[bytes]:
+    """The texts ``pack_texts`` stored (a golden set of a raw-text model carries them)."""
+    if "text_bytes" not in arrays:
+        raise ValueError("no raw texts here (a golden set holds them only for targets with a raw-text model)")
+    data, offsets = arrays["text_bytes"].tobytes(), arrays["text_offsets"].tolist()
+    return [data[start:end] for start, end in zip(offsets[:-1], offsets[1:])]
+
+
 def load_golden(path: str) -> dict:
     with np.load(path, allow_pickle=False) as data:
         missing = [key for key in GOLDEN_KEYS if key not in data]

@@ -3,7 +3,8 @@
 Loads the model, allocates its tensors and invokes it once on an all-padding
 input, then prints one JSON object: the runtime and its version, the input and
 output tensors, and ``ok`` or the runtime's own error message (an unsupported
-operator version, a missing kernel, a Flex op without the delegate). A crash
+operator version, a missing kernel, a Flex op without the delegate). A raw-text
+model gets a short sentence instead of padding. A crash
 kills this process with a signal; the caller reports that.
 """
 
@@ -29,6 +30,12 @@ def describe(details: list[dict]) -> list[dict]:
     ]
 
 
+def sample_input(tensor: dict) -> np.ndarray:
+    if tensor["dtype"] in (np.bytes_, np.object_):  # a string tensor: text in
+        return np.full(tensor["shape"], b"Preflight: does the model run?", dtype=object)
+    return np.zeros(tensor["shape"], dtype=tensor["dtype"])
+
+
 def preflight(runtime: str, model_path: str) -> dict:
     result = {"runtime": runtime, "version": runtime_version(runtime), "model": model_path, "ok": False, "error": None}
     try:
@@ -36,7 +43,7 @@ def preflight(runtime: str, model_path: str) -> dict:
         inputs = interpreter.get_input_details()
         result["inputs"], result["outputs"] = describe(inputs), describe(interpreter.get_output_details())
         for tensor in inputs:
-            interpreter.set_tensor(tensor["index"], np.zeros(tensor["shape"], dtype=tensor["dtype"]))
+            interpreter.set_tensor(tensor["index"], sample_input(tensor))
         interpreter.invoke()
         result["ok"] = True
     except RuntimeMissing as exc:

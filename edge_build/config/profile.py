@@ -43,9 +43,9 @@ class Runtime:
     """A TF Lite runtime the profile's TF Lite artifacts are checked on (a row of ``board.runtime.RUNTIMES``).
 
     Attributes:
-      name: ``tflite-runtime`` or ``ai-edge-litert``.
+      name: ``tflite-runtime``, ``ai-edge-litert`` or ``tensorflow-cpu`` (full TF Lite: Flex and tensorflow-text's kernels).
       version: the exact wheel version the board installs (default: the runtime table's).
-      flex_delegate: whether the runtime as deployed has the Flex delegate (the pip wheels of both do not).
+      flex_delegate: whether the runtime as deployed has the Flex delegate (only ``tensorflow-cpu``'s wheels do).
       required: whether its runtime checks gate the build; an optional runtime is checked and
         reported where it can run, and only a parity or latency breach on it fails the build.
     """
@@ -136,9 +136,10 @@ class LatencyBudgets:
     fp32_p50_ms: float = 1.0
     fp16_p50_ms: float = 1.0
     int8_p50_ms: float = 1.0
+    text_int8_p50_ms: float = 10.0  # raw text in: tokenizing an article is most of it
 
     def __post_init__(self) -> None:
-        require_positive(self, "fp32_p50_ms", "fp16_p50_ms", "int8_p50_ms")
+        require_positive(self, "fp32_p50_ms", "fp16_p50_ms", "int8_p50_ms", "text_int8_p50_ms")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,12 +245,25 @@ class TargetProfile:
                 raise ValueError(
                     f"key 'runtimes': required runtime {runtime.name} cannot be installed on the stack {self.stack.describe()}: {reason} (allowed: another stack, or required = false to report it)"
                 )
+        for artifact in self.tflite_artifacts:
+            if not self.runtimes_for(artifact):
+                able = [name for name, row in RUNTIMES.items() if row.text_ops and row.has_flex_delegate]
+                raise ValueError(
+                    f"key 'runtimes': {artifact} takes raw text through tensorflow-text's custom ops and Flex ops, which none of "
+                    f"{', '.join(names)} can run (allowed: add a runtime that can: {', '.join(able)}, with flex_delegate = true)"
+                )
         if "saved_model_xla" in self.artifacts and "saved_model_cpu" not in self.artifacts:
             raise ValueError("key 'artifacts': saved_model_xla is checked against saved_model_cpu, which must be listed too")
 
     @property
     def tflite_artifacts(self) -> tuple[str, ...]:
         return tuple(a for a in self.artifacts if ARTIFACTS[a].kind == "tflite")
+
+    def runtimes_for(self, artifact: str) -> tuple[Runtime, ...]:
+        """The profile's runtimes that check ``artifact``: a raw-text model only where tensorflow-text's kernels and the Flex delegate are."""
+        if ARTIFACTS[artifact].inputs != "text":
+            return self.runtimes
+        return tuple(r for r in self.runtimes if RUNTIMES[r.name].text_ops and r.flex_delegate)
 
     @property
     def per_channel_dense(self) -> bool:

@@ -4,12 +4,14 @@ Reads the reference's test logits, the test split (labels) and its token ids,
 ``labels.txt``, the profile, the target's ``.tflite`` files with their records and
 test logits on TensorFlow's interpreter, and the runtime environment's
 ``env.json`` where there is one; writes ``golden.npz`` (the golden set: token
-ids, labels and the reference's logits for N test examples),
+ids, labels and the reference's logits for N test examples, and their raw texts
+when the target has a raw-text model),
 ``device_checks.json`` (every figure, timings included), ``device_parity.json``
 (the figures that do not depend on the machine, which the manifest records) and
 ``latency.png``. Nothing here imports TensorFlow.
 
-For each artifact and runtime, ``python -m edge_build.board.bench`` runs in its
+For each artifact and each runtime that checks it (a raw-text model: only the
+runtimes with the Flex delegate and tensorflow-text's kernels), ``python -m edge_build.board.bench`` runs in its
 own process, exactly as on a board (tflite_runtime cannot share a process with
 TensorFlow): it runs the golden set and times invokes. Here its logits are
 compared with the reference (the artifact's parity checks: ``board.parity``, as
@@ -32,7 +34,9 @@ from pathlib import Path
 import numpy as np
 
 from edge_build import cli, parity
+from edge_build.artifacts import ARTIFACTS
 from edge_build.atomic import atomic_outputs
+from edge_build.board.parity import pack_texts
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
 from edge_build.isolated import run_isolated
@@ -55,17 +59,20 @@ class TestSplit:
     ids: np.ndarray
     reference_logits: np.ndarray
     label_names: list[str]
+    texts: list[bytes]
 
     @classmethod
     def read(cls, test_records: Path, test_ids: Path, reference_logits: Path, labels: Path) -> TestSplit:
-        _, y_true = read_split(test_records)
-        return cls(y_true, read_rows(test_ids, len(y_true)), read_rows(reference_logits, len(y_true)), read_labels(labels))
+        texts, y_true = read_split(test_records)
+        return cls(y_true, read_rows(test_ids, len(y_true)), read_rows(reference_logits, len(y_true)), read_labels(labels), texts)
 
 
-def build_golden(test: TestSplit, examples: int) -> dict:
-    """``examples`` test-split examples, evenly spread over the (class-ordered) split, with the reference's logits."""
+def build_golden(test: TestSplit, examples: int, with_texts: bool = False) -> dict:
+    """``examples`` test-split examples, evenly spread over the (class-ordered) split, with the reference's logits (and raw texts, for raw-text models)."""
     chosen = np.unique(np.linspace(0, len(test.labels) - 1, min(examples, len(test.labels))).round().astype(int))
+    texts = pack_texts([test.texts[i] for i in chosen]) if with_texts else {}
     return {
+        **texts,
         "ids": test.ids[chosen].astype(np.int32),
         "labels": test.labels[chosen].astype(np.int32),
         "reference_logits": test.reference_logits[chosen].astype(np.float32),
@@ -117,11 +124,11 @@ def check_artifact(name: str, target: Target, golden: dict, golden_path: Path, p
     model = target.artifact(name)
     problem = conversion_mismatch(model, read_json(target.conversion_report(name)))
     if problem:
-        return {runtime.name: {"status": problem, "problems": [problem]} for runtime in profile.runtimes}
+        return {runtime.name: {"status": problem, "problems": [problem]} for runtime in profile.runtimes_for(name)}
     # TensorFlow's interpreter on the same file, run by the conversion stage over the whole test split.
     host_logits = np.load(target.test_logits(name), allow_pickle=False)[golden["test_indices"]]
     results = {}
-    for runtime in profile.runtimes:
+    for runtime in profile.runtimes_for(name):
         outcome = run_in_environment(model, runtime.name, golden_path, profile, scratch, runtime_env)
         # A runtime the profile does not require is reported when it cannot run here; it gates only on what it ran.
         problems = [] if outcome["status"] == "ok" or not runtime.required else [outcome["status"]]
@@ -174,7 +181,7 @@ def machine_independent(checks: dict) -> dict:
 
 def runtime_checks(profile: TargetProfile, test: TestSplit, target: Target, runtime_env: Path) -> dict:
     environment = read_environment(runtime_env)
-    golden = build_golden(test, profile.checks.golden_examples)
+    golden = build_golden(test, profile.checks.golden_examples, any(ARTIFACTS[a].inputs == "text" for a in profile.tflite_artifacts))
     with atomic_outputs(*target.runtime_check_outputs) as (golden_tmp, checks_tmp, parity_tmp, plot_tmp), tempfile.TemporaryDirectory() as scratch:
         with open(golden_tmp, "wb") as handle:
             np.savez(handle, **golden)

@@ -1,4 +1,4 @@
-"""Stage *tflite*: convert the trained model's ids -> logits function to one TF Lite artifact (float32, float16 weights or INT8).
+"""Stage *tflite*: convert the trained model to one TF Lite artifact (ids in: float32, float16 weights or INT8; raw text in: INT8).
 
 Reads the weights, the training log, ``vocab.txt``, ``labels.txt``, the validation
 split with its token ids, the test split's token ids, the hyperparameters, the
@@ -11,6 +11,14 @@ result of loading and invoking the model on each runtime the profile lists) and
 ``<artifact>.test_logits.npy``: its logits on the test split on TensorFlow's own
 interpreter, which the runtime checks and the report compare with, so neither
 has to load TensorFlow.
+
+A raw-text artifact (``tflite_text_int8``, ``text_model.py``) carries the tokenizer
+as tensorflow-text custom ops and Flex ops, which TensorFlow's own interpreter
+here cannot run: its validation parity, its test logits and the check that its
+token ids equal the tokenize stage's on every validation and test text all run
+on the profile's runtime that can run it, in the runtime environment. The record
+adds each conversion attempt, which path every op took and why, and the
+calibration route.
 
 The build stops, and no ``.tflite`` is written, when the model needs Flex ops a
 runtime cannot run, when a runtime cannot load or run it (an operator version it
@@ -27,6 +35,7 @@ import dataclasses
 import hashlib
 import io
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -36,6 +45,8 @@ import numpy as np
 from edge_build import cli, parity
 from edge_build.artifacts import ARTIFACTS
 from edge_build.atomic import atomic_outputs
+from edge_build.board.parity import pack_texts
+from edge_build.board.runtime import RUNTIMES
 from edge_build.config.hparams import load_hyperparameters
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
@@ -44,10 +55,12 @@ from edge_build.model_source import check_weights_loaded, load_trained_model
 from edge_build.provenance import package_versions
 from edge_build.records import read_labels, read_rows
 from edge_build.runtime_envs import launcher, read_environment, unavailable
+from edge_build.text_model import STEPS, calibrated_ranges, converter_for, ops_named_in, quantize_with_ranges, text_functions
 from edge_build.tflite_host import make_converter, quiet_tensorflow_lite, run_tflite
 from edge_build.tfrecord import read_split
 
 PREFLIGHT_TIMEOUT_S = 120
+TEXTS_TIMEOUT_S = 600
 # The per-layer debugger runs the model op by op; this many calibration samples give stable figures.
 DEBUG_SAMPLES = 64
 
@@ -64,6 +77,7 @@ class ConversionInputs:
     val_ids: Path
     test_ids: Path
     representative: Path | None = None
+    test_records: Path | None = None
 
 
 def inspect_model(content: bytes) -> dict:
@@ -150,12 +164,192 @@ def preflight(model_path: Path, runtime: str, environment: dict) -> dict:
         }
 
 
+def run_texts(model_path: Path, runtime: str, environment: dict, texts: list[bytes], scratch: Path) -> tuple[np.ndarray, np.ndarray]:
+    """A raw-text model's logits and token ids for ``texts``, run by ``runtime`` in its runtime environment."""
+    texts_file, out_file = scratch / "texts.npz", scratch / "outputs.npz"
+    with open(texts_file, "wb") as handle:
+        np.savez(handle, **pack_texts(texts))
+    python, variables = launcher(environment)
+    command = [*python, "-m", "edge_build.board.texts", runtime, str(model_path), str(texts_file), str(out_file)]
+    result, abnormal = run_isolated(command, TEXTS_TIMEOUT_S, variables)
+    if abnormal or result.returncode != 0:
+        raise StageError(
+            f"{runtime} could not run the raw-text model on {len(texts)} texts: {abnormal or (result.stderr.strip().splitlines() or [''])[-1]}"
+        )
+    with np.load(out_file, allow_pickle=False) as outputs:
+        return outputs["logits"], outputs["token_ids"]
+
+
+def first_id_mismatch(split: str, got: np.ndarray, expected: np.ndarray, vocab: list[str]) -> str | None:
+    """The first example whose in-model token ids differ from the tokenize stage's, described; None when all match."""
+    differing = np.nonzero((got != expected).any(axis=1))[0]
+    if not len(differing):
+        return None
+    example = int(differing[0])
+    position = int(np.nonzero(got[example] != expected[example])[0][0])
+
+    def token(i: int) -> str:
+        return f"{i} ({vocab[i]!r})" if 0 <= i < len(vocab) else str(i)
+
+    return (
+        f"{len(differing)} of {len(got)} {split} texts tokenize differently in the model; the first is {split} example {example}: "
+        f"token {position} is {token(int(got[example, position]))}, the training tokenizer gives {token(int(expected[example, position]))}"
+    )
+
+
+def op_path_ladder(text_fn, model, profile: TargetProfile, runtime: str, environment: dict, scratch: Path, where: str) -> tuple[int, list[dict]]:
+    """Try builtins, then custom ops, then Flex; the first step whose float model ``runtime`` loads and runs, and every attempt."""
+    from tensorflow.lite.python.convert import ConverterError
+
+    attempts: list[dict] = []
+    for step, title in enumerate(STEPS):
+        if step == len(STEPS) - 1 and not profile.quantization.select_tf_ops:
+            raise StageError(
+                f"{where}: {attempts[-1]['reason']}, and the SELECT_TF_OPS fallback is off (allowed: select_tf_ops = true in [quantization])"
+            )
+        try:
+            with quiet_tensorflow_lite():
+                content = converter_for(text_fn, model, step).convert()
+        except ConverterError as exc:
+            reason = f"the converter found no TF Lite builtin for {', '.join(ops_named_in(str(exc)))}"
+            attempts.append({"step": title, "ok": False, "reason": reason, "custom_ops": [], "flex_ops": []})
+            continue
+        ops = inspect_model(content)
+        probe_model = scratch / f"step{step}.tflite"
+        probe_model.write_bytes(content)
+        probe = preflight(probe_model, runtime, environment)
+        reason = "loads and runs" if probe["ok"] else probe["error"]
+        attempts.append(
+            {
+                "step": title,
+                "ok": probe["ok"],
+                "reason": f"{runtime} {probe.get('version') or ''}: {reason}",
+                "custom_ops": ops["custom_ops"],
+                "flex_ops": ops["flex_ops"],
+            }
+        )
+        if probe["ok"]:
+            return step, attempts
+    raise StageError(f"{where}: no op path gives a model {runtime} runs: {'; '.join(a['step'] + ': ' + a['reason'] for a in attempts)}")
+
+
+def op_paths(ops: dict, attempts: list[dict]) -> dict:
+    """Which path each op of the final model took, and why (read from the attempts that failed before it)."""
+    custom_step = next((a for a in attempts if a["step"] == STEPS[1]), None)
+    unresolved = set(re.findall(r"unresolved custom op: (\w+)", custom_step["reason"])) if custom_step else set()
+    tried_as_custom = set(custom_step["custom_ops"]) if custom_step else set()
+
+    def why_flex(op: str) -> str:
+        name = op.removeprefix("Flex")
+        if name in unresolved:
+            return "no TF Lite builtin and no tensorflow-text kernel: the runtime refused it as a custom op"
+        if name in tried_as_custom:
+            return "no TF Lite builtin; with SELECT_TF_OPS on, the converter takes Flex for every op on the Flex allow-list"
+        return "no TF Lite builtin"
+
+    return {
+        "builtin": sorted({o["op"] for o in ops["operators"] if o["kind"] == "builtin"}),
+        "custom": {op: "tensorflow-text's TF Lite kernel (not on the Flex allow-list)" for op in ops["custom_ops"]},
+        "flex": {op: why_flex(op) for op in ops["flex_ops"]},
+    }
+
+
+@dataclasses.dataclass
+class Converted:
+    """A converted model with what its record says about the conversion, and its logits on both splits (ids models: after the Flex check)."""
+
+    content: bytes
+    converter: dict
+    record: dict
+    val_logits: np.ndarray | None = None
+    test_logits: np.ndarray | None = None
+
+
+def convert_ids_model(model, precision: str, profile: TargetProfile, representative) -> Converted:
+    converter = make_converter(model, precision, profile, representative)
+    started = time.perf_counter()
+    with quiet_tensorflow_lite():
+        content = converter.convert()
+    settings = {
+        "seconds": round(time.perf_counter() - started, 3),
+        "optimizations": [str(o).split(".")[-1] for o in converter.optimizations],
+        "supported_ops": [str(op).split(".")[-1] for op in converter.target_spec.supported_ops],
+        **({"supported_types": [t.name for t in converter.target_spec.supported_types]} if converter.target_spec.supported_types else {}),
+    }
+    record = {"quantization_errors": quantization_errors(converter, representative)} if precision == "int8" else {}
+    return Converted(content, settings, record)
+
+
+def convert_text_model(
+    model,
+    inputs: ConversionInputs,
+    hparams,
+    profile: TargetProfile,
+    representative,
+    environment: dict,
+    val_ids: np.ndarray,
+    test_ids: np.ndarray,
+    where: str,
+) -> Converted:
+    """The raw-text model: op-path ladder, INT8 with the ids model's ranges, then its own token ids checked on every validation and test text."""
+    import tempfile
+
+    if inputs.test_records is None:
+        raise StageError(f"{where}: a raw-text model needs the test split's texts (--test)")
+    artifact_runtimes = profile.runtimes_for("tflite_text_int8")
+    runtime = artifact_runtimes[0].name
+    text_fn, ids_fn = text_functions(model, inputs.vocab, hparams.tokenizer.lower_case, hparams.tokenizer.sequence_length)
+    with tempfile.TemporaryDirectory() as scratch:
+        started = time.perf_counter()
+        step, attempts = op_path_ladder(text_fn, model, profile, runtime, environment, Path(scratch), where)
+        with quiet_tensorflow_lite():
+            ranges = calibrated_ranges(ids_fn, model, representative, profile.per_channel_dense)
+            content, ranged = quantize_with_ranges(converter_for(text_fn, model, step), ranges, profile.per_channel_dense)
+        seconds = time.perf_counter() - started
+        model_file = Path(scratch) / "model.tflite"
+        model_file.write_bytes(content)
+        val_texts, _ = read_split(inputs.val_records)
+        test_texts, _ = read_split(inputs.test_records)
+        val_logits, val_model_ids = run_texts(model_file, runtime, environment, val_texts, Path(scratch))
+        test_logits, test_model_ids = run_texts(model_file, runtime, environment, test_texts, Path(scratch))
+    vocab = inputs.vocab.read_text(encoding="utf-8").splitlines()
+    for split, got, expected in (("validation", val_model_ids, val_ids), ("test", test_model_ids, test_ids)):
+        mismatch = first_id_mismatch(split, got, expected, vocab)
+        if mismatch:
+            raise StageError(f"{where}: the in-model tokenizer does not give the training tokenizer's ids: {mismatch}")
+    ops = inspect_model(content)
+    version = next(a["reason"].split(":")[0] for a in attempts if a["ok"])
+    record = {
+        "conversion_path": attempts,
+        "op_paths": op_paths(ops, attempts),
+        "calibration": {
+            "route": "activation ranges carried over from the ids model calibrated on representative.npy",
+            "why": (
+                "TF 2.21's calibrator runs the float model in an interpreter without the Flex delegate, so it cannot run this model; "
+                "the classifier part is the ids model's graph and the tokenizer part has no float tensors, so every float activation "
+                "takes the range the ids model's calibration measured on the same representative set, matched by tensor name"
+            ),
+            "samples": int(len(representative)),
+            "float_activations": ranged,
+        },
+        "token_ids_check": {"runtime": version, "examples": int(len(val_ids) + len(test_ids)), "splits": ["validation", "test"], "mismatches": 0},
+        "test_logits_runtime": version,
+    }
+    settings = {
+        "seconds": round(seconds, 3),
+        "optimizations": ["DEFAULT"],
+        "supported_ops": ["TFLITE_BUILTINS", *(["SELECT_TF_OPS"] if step >= 2 else [])],
+        "allow_custom_ops": step >= 1,
+    }
+    return Converted(content, settings, record, val_logits, test_logits)
+
+
 def convert(artifact: str, inputs: ConversionInputs, profile: TargetProfile, outputs: tuple[Path, Path, Path], runtime_env: Path) -> dict:
     """Convert, check and write ``outputs`` (the model, its JSON record, its test-split logits); return the record.
 
     ``runtime_env`` is the profile's runtime environment (``env.json``): each runtime
-    loads and invokes the model there before anything is written. A required
-    runtime that cannot stops the build; an optional one is recorded.
+    that checks this artifact loads and invokes the model there before anything is
+    written. A required runtime that cannot stops the build; an optional one is recorded.
     """
     row = ARTIFACTS[artifact]
     if row.kind != "tflite":
@@ -170,6 +364,9 @@ def convert(artifact: str, inputs: ConversionInputs, profile: TargetProfile, out
     _, val_labels = read_split(inputs.val_records)
     val_ids = read_rows(inputs.val_ids, len(val_labels))
     reference = model(val_ids, training=False).numpy()
+    test_ids = np.load(inputs.test_ids, allow_pickle=False)
+    if test_ids.ndim != 2 or test_ids.shape[1] != hparams.tokenizer.sequence_length:
+        raise StageError(f"{inputs.test_ids}: expected int32 ids [N, {hparams.tokenizer.sequence_length}], found {test_ids.shape} (run scons again)")
 
     representative = None
     if row.calibrated:
@@ -178,20 +375,27 @@ def convert(artifact: str, inputs: ConversionInputs, profile: TargetProfile, out
         representative = np.load(inputs.representative)
         if representative.ndim != 2 or representative.shape[1] != hparams.tokenizer.sequence_length or not len(representative):
             raise StageError(f"{inputs.representative}: expected int32 ids [N, {hparams.tokenizer.sequence_length}], found {representative.shape}")
-    converter = make_converter(model, precision, profile, representative)
-    started = time.perf_counter()
-    with quiet_tensorflow_lite():
-        content = converter.convert()
-    seconds = time.perf_counter() - started
     where = f"{model_out.name} for {profile.source}"
+    environment = read_environment(runtime_env)
+    runtimes = profile.runtimes_for(artifact)
+    if row.inputs == "text":
+        converted = convert_text_model(model, inputs, hparams, profile, representative, environment, val_ids, test_ids, where)
+    else:
+        converted = convert_ids_model(model, precision, profile, representative)
+    content = converted.content
 
     ops = inspect_model(content)
-    flexless = [r.name for r in profile.runtimes if not r.flex_delegate]
+    flexless = [r.name for r in runtimes if not r.flex_delegate]
     if ops["flex_ops"] and flexless:
-        raise StageError(f"{where}: needs Flex ops {', '.join(ops['flex_ops'])}, which {', '.join(flexless)} cannot run (no Flex delegate)")
+        able = [name for name, table_row in RUNTIMES.items() if table_row.has_flex_delegate]
+        raise StageError(
+            f"{where}: needs Flex ops {', '.join(ops['flex_ops'])}, which {', '.join(flexless)} cannot run (no Flex delegate; runtimes that can: {', '.join(able)})"
+        )
     # After the Flex check, which is about the graph alone: a partly loaded model would convert fine and be wrong.
     check_weights_loaded(reference, val_labels, inputs.train_log, inputs.weights)
-    figures = parity.compare(reference, run_tflite(content, val_ids), val_labels)
+    if converted.val_logits is None:  # an ids model runs on TensorFlow's own interpreter here
+        converted.val_logits, converted.test_logits = run_tflite(content, val_ids), run_tflite(content, test_ids)
+    figures = parity.compare(reference, converted.val_logits, val_labels)
     broken = parity.breaches(artifact, figures, profile.tolerances)
     if broken:
         print(parity.failure_table([(artifact, "tf.lite, validation split", problem) for problem in broken]), file=sys.stderr)
@@ -204,30 +408,21 @@ def convert(artifact: str, inputs: ConversionInputs, profile: TargetProfile, out
         "sha256": hashlib.sha256(content).hexdigest(),
         "converter": {
             "tensorflow": package_versions("tensorflow")["tensorflow"],
-            "seconds": round(seconds, 3),
-            "optimizations": [str(o).split(".")[-1] for o in converter.optimizations],
-            "supported_ops": [str(op).split(".")[-1] for op in converter.target_spec.supported_ops],
-            **({"supported_types": [t.name for t in converter.target_spec.supported_types]} if converter.target_spec.supported_types else {}),
-            "inference_output_type": profile.quantization.output_type if precision == "int8" else "float32",
+            **converted.converter,
+            "inference_output_type": profile.quantization.output_type if precision == "int8" and row.inputs == "ids" else "float32",
             "per_channel_dense": profile.per_channel_dense if precision == "int8" else None,
             "calibration_samples": int(len(representative)) if representative is not None else 0,
         },
         **ops,
         "validation_parity": figures,
+        **converted.record,
     }
-    if precision == "int8":
-        report["quantization_errors"] = quantization_errors(converter, representative)
-    test_ids = np.load(inputs.test_ids, allow_pickle=False)
-    if test_ids.ndim != 2 or test_ids.shape[1] != hparams.tokenizer.sequence_length:
-        raise StageError(f"{inputs.test_ids}: expected int32 ids [N, {hparams.tokenizer.sequence_length}], found {test_ids.shape} (run scons again)")
-
     with atomic_outputs(model_out, report_out, logits_out) as (model_tmp, report_tmp, logits_tmp):
         model_tmp.write_bytes(content)
         with open(logits_tmp, "wb") as handle:
-            np.save(handle, run_tflite(content, test_ids).astype(np.float32))
-        environment = read_environment(runtime_env)
-        results = {runtime.name: {**preflight(model_tmp, runtime.name, environment), "model": str(model_out)} for runtime in profile.runtimes}
-        failed = {r.name: results[r.name]["error"] for r in profile.runtimes if r.required and not results[r.name]["ok"]}
+            np.save(handle, converted.test_logits.astype(np.float32))
+        results = {runtime.name: {**preflight(model_tmp, runtime.name, environment), "model": str(model_out)} for runtime in runtimes}
+        failed = {r.name: results[r.name]["error"] for r in runtimes if r.required and not results[r.name]["ok"]}
         if failed:
             raise StageError(
                 f"{where}: "
@@ -254,6 +449,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--hparams", type=Path, required=True)
     parser.add_argument("--model-source", type=Path, required=True)
     parser.add_argument("--representative", type=Path, help="representative.npy from the calibration stage (calibrated artifacts)")
+    parser.add_argument("--test", type=Path, help="test.tfrecord: its texts (raw-text artifacts: their token ids are checked on them)")
     parser.add_argument("--runtime-env", type=Path, required=True, help="env.json of the profile's runtime environment (the preflight runs there)")
     parser.add_argument("--out", type=Path, nargs=3, required=True, metavar=("MODEL", "RECORD_JSON", "TEST_LOGITS_NPY"))
     return parser
@@ -272,6 +468,7 @@ def drive(args: argparse.Namespace) -> None:
         args.val_ids,
         args.test_ids,
         args.representative,
+        args.test,
     )
     report = convert(args.artifact, inputs, profile, tuple(args.out), args.runtime_env)
     figures = report["validation_parity"]
