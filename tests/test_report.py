@@ -212,3 +212,97 @@ def test_a_report_without_the_xla_savedmodel_runs_without_tensorflow(tiny_artifa
     evaluation = json.loads((out / "eval.json").read_text())
     assert list(evaluation["artifacts"]) == ["saved_model_cpu", "tflite_fp32", "tflite_fp16", "tflite_int8"]
     assert evaluation["artifacts"]["saved_model_cpu"]["parity"]["max_abs_logit_error"] == 0.0
+
+
+# The tiny profile with the raw-text model beside INT8, checked on tflite-runtime and on tensorflow-cpu (Flex).
+RAW_TEXT_PROFILE = (
+    TINY_PROFILE.replace('"saved_model_xla", ', "")
+    .replace('"tflite_int8"]', '"tflite_int8", "tflite_text_int8"]')
+    .replace("select_tf_ops = false", "select_tf_ops = true")
+    .replace('name = "tflite-runtime"\n', 'name = "tflite-runtime"\n\n[[runtimes]]\nname = "tensorflow-cpu"\nflex_delegate = true\n', 1)
+)
+TEXT_CUSTOM_OPS = ["FastBertNormalize", "FastWordpieceTokenizeWithOffsets"]
+TEXT_FLEX_OPS = ["FlexRaggedRange", "FlexRaggedTensorToTensor"]
+TEXT_RECORD = {
+    "custom_ops": TEXT_CUSTOM_OPS,
+    "flex_ops": TEXT_FLEX_OPS,
+    "conversion_path": [
+        {"step": "TF Lite builtins", "ok": False, "reason": "FastBertNormalize has no builtin kernel", "custom_ops": [], "flex_ops": []},
+        {
+            "step": "+ tensorflow-text custom ops",
+            "ok": False,
+            "reason": "RaggedRange has neither a builtin nor a tensorflow-text kernel",
+            "custom_ops": TEXT_CUSTOM_OPS,
+            "flex_ops": [],
+        },
+        {"step": "+ SELECT_TF_OPS (Flex)", "ok": True, "reason": "every op has a kernel", "custom_ops": TEXT_CUSTOM_OPS, "flex_ops": TEXT_FLEX_OPS},
+    ],
+    "op_paths": {
+        "builtin": ["FULLY_CONNECTED", "GATHER"],
+        "custom": {name: "tensorflow-text kernel; not on the Flex allow-list" for name in TEXT_CUSTOM_OPS},
+        "flex": {name: "no builtin and no tensorflow-text kernel" for name in TEXT_FLEX_OPS},
+    },
+    "calibration": {
+        "route": "ids model's ranges carried over",
+        "why": "TF 2.21's calibrator has no Flex delegate",
+        "samples": 20,
+        "float_activations": 1,
+    },
+    "token_ids_check": {"runtime": "tensorflow-cpu 2.15.1", "examples": 12, "splits": ["validation", "test"], "mismatches": 0},
+    "test_logits_runtime": "tensorflow-cpu 2.15.1",
+}
+
+
+def with_raw_text_model(target: Path) -> None:
+    """The tiny INT8 model's files and checks standing in for a raw-text model checked only on tensorflow-cpu (synthetic records)."""
+    shutil.copyfile(target / "model_int8.tflite", target / "model_text_int8.tflite")
+    shutil.copyfile(target / "tflite_int8.test_logits.npy", target / "tflite_text_int8.test_logits.npy")
+    record = json.loads((target / "tflite_int8.json").read_text())
+    record.update(TEXT_RECORD, artifact="tflite_text_int8", runtimes={"tensorflow-cpu": {"version": "2.15.1", "ok": True, "error": None}})
+    (target / "tflite_text_int8.json").write_text(json.dumps(record))
+    checks = json.loads((target / "device_checks.json").read_text())
+    installed = checks["device_env"]["runtimes"]
+    installed["tflite-runtime"]["disk_mb"] = 5.2
+    installed["tensorflow-cpu"] = {"version": "2.15.1", "required": True, "checkable": True, "reason": None, "disk_mb": 1650.0}
+    on_tflite_runtime = checks["checks"]["tflite_int8"]["tflite-runtime"]
+    on_tensorflow = {**on_tflite_runtime, "runtime": "tensorflow-cpu", "runtime_version": "2.15.1"}
+    checks["checks"]["tflite_int8"]["tensorflow-cpu"] = {**on_tensorflow, "peak_rss_mb": 600.0}
+    checks["checks"]["tflite_text_int8"] = {"tensorflow-cpu": {**on_tensorflow, "peak_rss_mb": 612.0}}
+    (target / "device_checks.json").write_text(json.dumps(checks))
+
+
+def test_a_raw_text_model_s_ops_conversion_path_and_runtimes_are_in_the_report(tiny_artifacts, tmp_path: Path):
+    profile = load_profile(write_profile(tmp_path / "targets", "tiny", RAW_TEXT_PROFILE).parent, "tiny")
+    out = stale_free_copy(tiny_artifacts, tmp_path / "target")
+    with_raw_text_model(out)
+    evaluation = report.build_report(profile, report_inputs(tiny_artifacts, None), Target(out, "tiny"))
+    raw_text = evaluation["artifacts"]["tflite_text_int8"]["raw_text"]
+    assert raw_text["custom_ops"] == TEXT_CUSTOM_OPS and raw_text["flex_ops"] == TEXT_FLEX_OPS
+    assert raw_text["conversion_path"] == TEXT_RECORD["conversion_path"] and raw_text["test_logits_runtime"] == "tensorflow-cpu 2.15.1"
+    assert "raw_text" not in evaluation["artifacts"]["tflite_int8"]
+    # Scored like any TF Lite model: from its test logits.
+    assert evaluation["artifacts"]["tflite_text_int8"]["correct"] == evaluation["artifacts"]["tflite_int8"]["correct"]
+    markdown = (out / "report.md").read_text()
+    assert "### tflite_text_int8: raw text in, tokenizer inside" in markdown
+    assert (
+        "It holds the tensorflow-text custom ops `FastBertNormalize`, `FastWordpieceTokenizeWithOffsets` and the Flex ops "
+        "`FlexRaggedRange`, `FlexRaggedTensorToTensor`, so it runs only where both have kernels: tensorflow-cpu." in markdown
+    )
+    assert "| TF Lite builtins | refused | FastBertNormalize has no builtin kernel | none | none |" in markdown
+    assert "| + SELECT_TF_OPS (Flex) | converted | every op has a kernel | `FastBertNormalize`, `FastWordpieceTokenizeWithOffsets` |" in markdown
+    assert "| `FlexRaggedRange` | SELECT_TF_OPS (Flex) | no builtin and no tensorflow-text kernel |" in markdown
+    assert "| `FastBertNormalize` | tensorflow-text custom op | tensorflow-text kernel; not on the Flex allow-list |" in markdown
+    assert "Calibration route: ids model's ranges carried over (20 samples; ranges set for 1 float activations): TF 2.21's calibrator" in markdown
+    assert (
+        "produced on tensorflow-cpu 2.15.1 for 12 examples (validation and test splits) were compared with the training tokenizer's: 0 mismatches"
+        in markdown
+    )
+    # Checked only where it can run; the ids model everywhere.
+    assert "| tflite_text_int8 | tensorflow-cpu 2.15.1 |" in markdown and "| tflite_text_int8 | tflite-runtime" not in markdown
+    assert "| tflite_int8 | tflite-runtime 2.14.0 |" in markdown and "| tflite_int8 | tensorflow-cpu 2.15.1 |" in markdown
+    assert "tflite_text_int8 is checked only on tensorflow-cpu: it takes raw text" in markdown
+    # The price of Flex: disk and peak memory of each runtime side by side.
+    checks = json.loads((out / "device_checks.json").read_text())["checks"]
+    peaks = ", ".join(f"{name} {checks[name]['tflite-runtime']['peak_rss_mb']:.0f}" for name in ("tflite_fp32", "tflite_fp16", "tflite_int8"))
+    assert f"| tflite-runtime 2.14.0 | 5 | {peaks} |" in markdown
+    assert "| tensorflow-cpu 2.15.1 | 1650 | tflite_int8 600, tflite_text_int8 612 |" in markdown

@@ -9,7 +9,11 @@ The reference's logits come from ``serving_default`` on the raw texts (the
 reference_logits stage); so do those of a SavedModel that is not a byte-identical
 copy of the reference. TF Lite models' come from TensorFlow's interpreter on the
 test split's token ids (the tflite stage), once the model file is checked to be
-the one converted. TensorFlow is loaded only for the XLA SavedModel. Every
+the one converted; a raw-text model's from the Flex-capable runtime its record
+names (``test_logits_runtime``), on the raw test texts: TF 2.21's interpreter has
+no Flex delegate. A raw-text model's report also lists its custom and Flex ops,
+its conversion path, calibration route and tokenizer check, and the runtimes'
+footprint. TensorFlow is loaded only for the XLA SavedModel. Every
 artifact is compared with the reference; a breach of the profile's tolerances
 fails the stage with the figures. Accuracies carry 95% Wilson intervals; INT8
 and its float twin get an exact McNemar test.
@@ -92,6 +96,22 @@ def artifact_logits(name: str, target: Target, inputs: ReportInputs, texts_and_l
     return saved_model.checked_logits(path, texts, labels)
 
 
+#: What a raw-text model's conversion record says about its ops and tokenizer, carried into eval.json.
+RAW_TEXT_KEYS = ("custom_ops", "flex_ops", "conversion_path", "op_paths", "calibration", "token_ids_check", "test_logits_runtime")
+
+
+def takes_text(name: str) -> bool:
+    return ARTIFACTS[name].inputs == "text"
+
+
+def raw_text_record(name: str, target: Target) -> dict:
+    """For a TF Lite model that takes raw text: its op paths, calibration route and tokenizer check (``raw_text``); nothing for others."""
+    if ARTIFACTS[name].kind != "tflite" or not takes_text(name):
+        return {}
+    record = read_json(target.conversion_report(name))
+    return {"raw_text": {key: record[key] for key in RAW_TEXT_KEYS}}
+
+
 def evaluate(profile: TargetProfile, inputs: ReportInputs, target: Target) -> dict:
     labels = read_labels(inputs.labels)
     texts, y_true = read_split(inputs.test_records)
@@ -111,6 +131,7 @@ def evaluate(profile: TargetProfile, inputs: ReportInputs, target: Target) -> di
             **classification_metrics(y_true, predictions[name], labels),
             "parity": {k: figures[k] for k in ("max_abs_logit_error", "mean_abs_logit_error", "top1_agreement")},
             "tolerance_breaches": broken,
+            **raw_text_record(name, target),
         }
     evaluation = {
         "target": profile.name,
@@ -228,6 +249,96 @@ def render_runtime_checks(summary: dict, profile: TargetProfile) -> list[str]:
         rows,
     )
     lines += ["", "![latency per invoke](latency.png)"]
+    lines += render_narrowed_runtimes(profile)
+    if any(takes_text(name) for name in summary["checks"]):
+        lines += render_footprint(summary)
+    return lines
+
+
+def render_narrowed_runtimes(profile: TargetProfile) -> list[str]:
+    """Which artifacts were checked on only some of the profile's runtimes, and why (nothing when every artifact ran on all)."""
+    everywhere = {r.name for r in profile.runtimes}
+    lines = []
+    for name in profile.tflite_artifacts:
+        checked = [r.name for r in profile.runtimes_for(name)]
+        if set(checked) != everywhere:
+            skipped = ", ".join(sorted(everywhere - set(checked)))
+            lines += [
+                "",
+                f"{name} is checked only on {', '.join(checked)}: it takes raw text through tensorflow-text's custom ops and Flex ops, "
+                f"and {skipped} has neither their kernels nor the Flex delegate.",
+            ]
+    return lines
+
+
+def render_footprint(summary: dict) -> list[str]:
+    """Each runtime's installed size and peak memory side by side: what running Flex costs against a plain TF Lite runtime."""
+    installed = summary["device_env"]["runtimes"]
+    peaks: dict[str, dict[str, float]] = {}
+    for artifact, per in summary["checks"].items():
+        for runtime, r in per.items():
+            if r["status"] == "ok":
+                peaks.setdefault(runtime, {})[artifact] = r["peak_rss_mb"]
+    rows = [
+        [
+            f"{runtime} {installed[runtime]['version'] or '(not provisioned)'}",
+            "not measured" if installed[runtime].get("disk_mb") is None else f"{installed[runtime]['disk_mb']:.0f}",
+            ", ".join(f"{artifact} {mb:.0f}" for artifact, mb in peaks.get(runtime, {}).items()) or "not run",
+        ]
+        for runtime in installed
+    ]
+    return [
+        "",
+        "Footprint of each runtime (disk: the runtime's installed packages in the runtime environment; peak RSS: the checking process's, per artifact):",
+        "",
+        *table(["runtime", "disk MB", "peak RSS MB"], rows),
+    ]
+
+
+def op_list(names) -> str:
+    return ", ".join(f"`{n}`" for n in names) or "none"
+
+
+def render_raw_text_model(name: str, record: dict, profile: TargetProfile) -> list[str]:
+    """Which ops a raw-text model holds, which conversion path each took and why, how it was calibrated and its tokenizer checked."""
+    runtimes = ", ".join(r.name for r in profile.runtimes_for(name))
+    lines = [
+        "",
+        f"### {name}: raw text in, tokenizer inside",
+        "",
+        f"`{ARTIFACTS[name].path}` takes UTF-8 strings and returns logits; tensorflow-text's tokenizer runs inside it. "
+        f"It holds the tensorflow-text custom ops {op_list(record['custom_ops'])} and the Flex ops {op_list(record['flex_ops'])}, "
+        f"so it runs only where both have kernels: {runtimes}.",
+        "",
+        "Conversion path, each attempt in order:",
+        "",
+    ]
+    lines += table(
+        ["step", "result", "reason", "custom ops", "Flex ops"],
+        [
+            [a["step"], "converted" if a["ok"] else "refused", a["reason"], op_list(a["custom_ops"]), op_list(a["flex_ops"])]
+            for a in record["conversion_path"]
+        ],
+    )
+    paths = record["op_paths"]
+    lines += ["", "Which op took which path:", ""]
+    lines += table(
+        ["op", "path", "why"],
+        [[f"`{op}`", "tensorflow-text custom op", why] for op, why in paths["custom"].items()]
+        + [[f"`{op}`", "SELECT_TF_OPS (Flex)", why] for op, why in paths["flex"].items()]
+        + [[op_list(paths["builtin"]), "TF Lite builtins", "a builtin kernel exists"]],
+    )
+    calibration, check = record["calibration"], record["token_ids_check"]
+    lines += [
+        "",
+        f"Calibration route: {calibration['route']} ({calibration['samples']} samples; "
+        f"ranges set for {calibration['float_activations']} float activations): {calibration['why']}.",
+        "",
+        f"Tokenizer: the token ids the converted model itself produced on {check['runtime']} for {check['examples']} examples "
+        f"({' and '.join(check.get('splits', ['test']))} splits) were compared with the training tokenizer's: {check['mismatches']} mismatches. "
+        f"Its test-split logits (the figures above, and the runtime checks' tf.lite.Interpreter column) come from {record['test_logits_runtime']} "
+        "on the raw texts: TF 2.21's tf.lite.Interpreter has no Flex delegate.",
+    ]
     return lines
 
 
@@ -445,6 +556,9 @@ def render_markdown(evaluation: dict, profile: TargetProfile, context: Context) 
                         for e in rep["quantization_errors"][:10]
                     ],
                 )
+        for name, rep in context.tflite_reports.items():
+            if takes_text(name):
+                lines += render_raw_text_model(name, rep, profile)
     if context.xla_checks:
         lines += render_xla_checks(context.xla_checks)
     if context.device_summary:
