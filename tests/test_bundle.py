@@ -3,6 +3,7 @@
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,11 +12,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TINY_PROFILE, TINY_STACK_RECORD, TINY_TRIXIE_PROFILE, board_launcher, reported_copy, with_litert, write_profile
+from conftest import (
+    REPO,
+    TINY_GATEWAY_PROFILE,
+    TINY_PROFILE,
+    TINY_STACK_RECORD,
+    TINY_TRIXIE_PROFILE,
+    board_launcher,
+    reported_copy,
+    with_litert,
+    write_profile,
+)
 
 from edge_build.artifacts import ARTIFACTS
-from edge_build.board.launch import BundleError, safe_extract, verify
+from edge_build.board.launch import BundleError, choose_runtime, safe_extract, verify
 from edge_build.config.profile import load_profile
+from edge_build.errors import StageError
 from edge_build.layout import Target
 from edge_build.runtime_envs import read_environment
 from edge_build.stages import bundle
@@ -322,3 +334,105 @@ def test_the_bundle_runs_in_a_virtual_environment_with_only_the_stacks_packages(
     (folder / "labels.txt").write_text("tampered\n")
     refused = subprocess.run([python, "classify.py", "hello"], cwd=folder, env=environment, capture_output=True, text=True)
     assert refused.returncode == 2 and "labels.txt" in refused.stderr and "manifest" in refused.stderr
+
+
+def gateway_runtime_checks(path: Path, disk_mb: dict) -> Path:
+    """A ``device_checks.json`` for the gateway profile: each runtime's installed size, and peak memory where the checks ran a model."""
+    runtimes = {name: {"version": "0", "required": True, "checkable": True, "reason": None, **size} for name, size in disk_mb.items()}
+    checks = {
+        "tflite_int8": {"tflite-runtime": {"status": "ok", "peak_rss_mb": 45.3}, "tensorflow-cpu": {"status": "ok", "peak_rss_mb": 438.1}},
+        "tflite_text_int8": {"tensorflow-cpu": {"status": "ok", "peak_rss_mb": 439.7}},
+    }
+    path.write_text(json.dumps({"device_env": {"runtimes": runtimes}, "checks": checks}), encoding="utf-8")
+    return path
+
+
+def test_a_raw_text_bundle_states_each_runtimes_install_lines_and_price(tmp_path: Path):
+    profile = load_profile(REPO / "targets", "gateway")
+    assert bundle.model_runtimes(profile) == {"tflite_int8": ["tflite-runtime", "tensorflow-cpu"], "tflite_text_int8": ["tensorflow-cpu"]}
+    assert bundle.default_artifact(profile) == "tflite_text_int8"
+    checks = gateway_runtime_checks(tmp_path / "device_checks.json", {"tflite-runtime": {"disk_mb": 7.2}, "tensorflow-cpu": {"disk_mb": 1234.5}})
+    readme = bundle.text_board_readme(profile, checks)
+    # tensorflow-text's metadata asks for the full tensorflow: it goes in without its dependencies, after tensorflow-cpu.
+    assert (
+        "tensorflow-cpu 2.15.1 runs model_int8.tflite, model_text_int8.tflite:\n\n"
+        "    python -m pip install numpy==1.26.4 tensorflow-cpu==2.15.1\n"
+        "    python -m pip install --no-deps tensorflow-text==2.15.0 tensorflow-hub==0.15.0\n"
+    ) in readme
+    assert "tflite-runtime 2.14.0 runs model_int8.tflite:\n\n    python -m pip install numpy==1.26.4 tflite-runtime==2.14.0\n\n" in readme
+    # Peak memory rounded up to a coarse step: a megabyte of run-to-run jitter leaves the bundle's bytes alone.
+    assert "| tflite-runtime 2.14.0 | 7.2 MB | ≤ 50 MB | cannot run it |\n" in readme
+    assert "| tensorflow-cpu 2.15.1 | 1200 MB | ≤ 500 MB | ≤ 500 MB |\n" in readme
+    assert {bundle.at_most(mb) for mb in (44.6, 45.3, 45.8, 46.9)} == {"≤ 50 MB"} and bundle.at_most(51) == "≤ 75 MB"
+    assert "both\nscripts run model_text_int8.tflite on tensorflow-cpu, model_int8.tflite on tflite-runtime:" in readme
+    assert "python3 classify.py --model model_int8.tflite " in readme and "no TensorFlow" not in readme
+
+
+def test_a_raw_text_bundle_refuses_runtime_checks_without_an_installed_size(tmp_path: Path):
+    profile = load_profile(REPO / "targets", "gateway")
+    checks = gateway_runtime_checks(tmp_path / "device_checks.json", {"tflite-runtime": {"disk_mb": 7.2}, "tensorflow-cpu": {}})
+    with pytest.raises(StageError, match="^" + re.escape(f"{checks}: no installed size (disk_mb) for tensorflow-cpu")):
+        bundle.text_board_readme(profile, checks)
+
+
+def test_the_board_scripts_pick_each_models_runtime_from_the_manifest():
+    gateway = {
+        "models": {"tflite_int8": "model_int8.tflite", "tflite_text_int8": "model_text_int8.tflite"},
+        "model_runtimes": {"tflite_int8": ["tflite-runtime", "tensorflow-cpu"], "tflite_text_int8": ["tensorflow-cpu"]},
+        "default_runtime": "tensorflow-cpu",
+    }
+    assert choose_runtime(gateway, "tflite_int8", None, "model_int8.tflite") == "tflite-runtime"
+    assert choose_runtime(gateway, "tflite_int8", "tensorflow-cpu", "model_int8.tflite") == "tensorflow-cpu"
+    assert choose_runtime(gateway, "tflite_text_int8", None, "model_text_int8.tflite") == "tensorflow-cpu"
+    assert choose_runtime(gateway, None, None, "/elsewhere/model.tflite") == "tensorflow-cpu"
+    with pytest.raises(BundleError, match=r"^model_text_int8.tflite: runs on tensorflow-cpu only, not tflite-runtime \(manifest.json\)$"):
+        choose_runtime(gateway, "tflite_text_int8", "tflite-runtime", "model_text_int8.tflite")
+    # A bundle without a raw-text model names no runtimes per model: every runtime runs every model.
+    host = {"models": {"tflite_int8": "model_int8.tflite"}, "default_runtime": "tflite-runtime"}
+    assert choose_runtime(host, "tflite_int8", None, "model_int8.tflite") == "tflite-runtime"
+    assert choose_runtime(host, "tflite_int8", "ai-edge-litert", "model_int8.tflite") == "ai-edge-litert"
+
+
+@pytest.fixture(scope="module")
+def gateway_bundle(gateway_artifacts, tmp_path_factory) -> dict:
+    """The tiny model bundled for the gateway-like profile: INT8 ids on tflite-runtime, raw text in on tensorflow-cpu."""
+    reported = reported_copy(gateway_artifacts, tmp_path_factory.mktemp("gateway-bundle") / "tiny", TINY_GATEWAY_PROFILE)
+    target, profile = Target(reported["target"], "tiny"), reported["profile"]
+    record = bundle.build_bundle(profile, *bundle_inputs(gateway_artifacts), target)
+    return {"folder": target.bundle_dir, "archive": target.bundle_archive, "record": record}
+
+
+def test_the_gateway_bundle_classifies_a_raw_sentence_with_only_its_runtime(gateway_bundle, gateway_runtime_env, tmp_path: Path):
+    manifest = verify(str(gateway_bundle["folder"]))
+    assert manifest["models"] == {"tflite_int8": "model_int8.tflite", "tflite_text_int8": "model_text_int8.tflite"}
+    assert manifest["model_runtimes"] == {"tflite_int8": ["tflite-runtime", "tensorflow-cpu"], "tflite_text_int8": ["tensorflow-cpu"]}
+    assert manifest["default_model"] == "model_text_int8.tflite" and manifest["default_runtime"] == "tensorflow-cpu"
+    # The ids model still ships, so the pure-Python tokenizer is still checked against tensorflow-text on the whole test split.
+    assert gateway_bundle["record"]["tokenizer_checked_examples"] == 6
+    readme = (gateway_bundle["folder"] / "README.md").read_text(encoding="utf-8")
+    assert "    python -m pip install --no-deps tensorflow-text==2.15.0 tensorflow-hub==0.15.0\n" in readme
+    assert "| tensorflow-cpu 2.15.1 | " in readme and "| tflite-runtime 2.14.0 | " in readme
+    safe_extract(str(gateway_bundle["archive"]), str(tmp_path / "board"))
+    folder = tmp_path / "board" / "bundle-tiny"
+    # The runtime environment's Python: the stack's numpy and runtimes, no edge-build.
+    python, variables = board_launcher(read_environment(gateway_runtime_env))
+
+    def classify(*args: str, without: str | None = None) -> dict:
+        # ``without``: a package made unimportable first, as if the board had never installed it.
+        script = f"import runpy, sys; sys.modules[{without!r}] = None; sys.argv = ['classify.py', *sys.argv[1:]]; runpy.run_path('classify.py', run_name='__main__')"
+        command = [*python, "-c", script] if without else [*python, "classify.py"]
+        done = subprocess.run([*command, "--json", *args], cwd=folder, env=variables, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    sentence = "The telescope saw a comet near the planet orbit"
+    # The raw-text model on tensorflow-cpu, the tokenizer inside the model: tflite-runtime is not needed.
+    raw = classify(sentence, without="tflite_runtime")
+    ids = classify("--model", "model_int8.tflite", sentence)  # the pure-Python tokenizer, then the ids model on tflite-runtime
+    assert raw["label"] == ids["label"] == "astronomy"
+    assert sum(raw["probabilities"].values()) == pytest.approx(1.0, abs=1e-5)
+    bench = subprocess.run(
+        [*python, "bench.py", "--parity", "--runs", "1", "--warmup", "0"], cwd=folder, env=variables, capture_output=True, text=True
+    )
+    assert bench.returncode == 0, bench.stderr
+    assert "model_text_int8.tflite on tensorflow-cpu" in bench.stdout and "parity: within the build's tolerances" in bench.stdout

@@ -80,6 +80,26 @@ def _folder() -> str:
     return os.path.dirname(os.path.abspath(sys.argv[0]))
 
 
+def artifact_of(manifest: dict, folder: str, model: str) -> str | None:
+    """The artifact name of the bundle's model at path ``model``, or ``None`` for a file from elsewhere."""
+    path = os.path.normpath(os.path.join(folder, model))
+    return next((artifact for artifact, file in manifest["models"].items() if os.path.join(folder, file) == path), None)
+
+
+def choose_runtime(manifest: dict, artifact: str | None, requested: str | None, model: str) -> str:
+    """``requested``, or the runtime the board scripts run ``artifact`` on: the first the manifest names for it.
+
+    A bundle with a raw-text model names each model's runtimes (``model_runtimes``), and a runtime not
+    named for a model is refused here, in one line, rather than failing inside the interpreter.
+    """
+    able = manifest.get("model_runtimes", {}).get(artifact)
+    if able is None:
+        return requested or manifest["default_runtime"]
+    if requested is not None and requested not in able:
+        raise BundleError(f"{model}: runs on {' or '.join(able)} only, not {requested} ({MANIFEST})")
+    return requested or able[0]
+
+
 def bench_main(argv: list[str]) -> int:
     """``python3 bench.py [MODEL] [bench options]``: defaults to the bundle's model, runtime and golden set.
 
@@ -93,21 +113,27 @@ def bench_main(argv: list[str]) -> int:
     except BundleError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    parser = build_parser(manifest["default_model"], runtime=manifest["default_runtime"], golden=os.path.join(folder, "golden.npz"))
+    # No runtime default here: it depends on the model (the first runtime the manifest names for it).
+    parser = build_parser(manifest["default_model"], runtime=None, golden=os.path.join(folder, "golden.npz"))
     args = parser.parse_args(argv)
     args.model = os.path.join(folder, args.model)  # an absolute path stays as it is
     if args.parity and args.out is None:
         args.out = os.path.join(folder, "bench-result.json")
-    names = [artifact for artifact, file in manifest["models"].items() if os.path.join(folder, file) == os.path.normpath(args.model)]
-    if args.parity and not names:
+    artifact = artifact_of(manifest, folder, args.model)
+    if args.parity and artifact is None:
         print(f"error: {args.model} is not a model of this bundle: the build's parity checks for it are unknown", file=sys.stderr)
+        return 2
+    try:
+        args.runtime = choose_runtime(manifest, artifact, args.runtime, args.model)
+    except BundleError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     code = execute(args)
     if code or not args.parity:
         return code
     with open(args.out, encoding="utf-8") as handle:
         figures = json.load(handle)["parity"]
-    broken = breaches(manifest["parity_checks"][names[0]], figures, manifest["tolerances"])
+    broken = breaches(manifest["parity_checks"][artifact], figures, manifest["tolerances"])
     print("parity: " + ("within the build's tolerances" if not broken else "OUTSIDE the build's tolerances: " + "; ".join(broken)))
     return 1 if broken else 0
 
@@ -117,31 +143,40 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return shifted / shifted.sum(axis=-1, keepdims=True)
 
 
+def text_encoder(model, folder: str, manifest: dict):
+    """What ``model`` takes for one text: the UTF-8 bytes for a raw-text model (its tokenizer is inside), else the pure-Python tokenizer's ids."""
+    if model.takes_text:
+        return lambda text: np.array([text.encode("utf-8")], dtype=object)
+    from .wordpiece import WordPiece
+
+    tokenizer = WordPiece.from_file(os.path.join(folder, "vocab.txt"), manifest["tokenizer"]["lower_case"])
+    return lambda text: tokenizer.encode([text], manifest["tokenizer"]["sequence_length"])
+
+
 def classify_main(argv: list[str]) -> int:
-    """``python3 classify.py "some text" [...]``: label and probabilities, tokenized in plain Python."""
+    """``python3 classify.py "some text" [...]``: label and probabilities, from the raw-text model or the ids model after the pure-Python tokenizer."""
     from .bench import Model
     from .runtime import RuntimeMissing
-    from .wordpiece import WordPiece
 
     parser = argparse.ArgumentParser(prog="classify.py", description="Classify raw text on the board.")
     parser.add_argument("texts", nargs="+", help="one or more texts (use - to read one per line from standard input)")
     parser.add_argument("--model", help="a model of the bundle (default: the manifest's default_model)")
-    parser.add_argument("--runtime", help="tflite-runtime or ai-edge-litert (default: the manifest's)")
+    parser.add_argument("--runtime", help="a runtime that runs the model (default: the first the manifest names for it)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per text")
     args = parser.parse_args(argv)
     folder = _folder()
     try:
         manifest = verify(folder)
         texts = [line.rstrip("\n") for line in sys.stdin if line.strip()] if args.texts == ["-"] else args.texts
-        tokenizer = WordPiece.from_file(os.path.join(folder, "vocab.txt"), manifest["tokenizer"]["lower_case"])
-        ids = tokenizer.encode(texts, manifest["tokenizer"]["sequence_length"])
-        model = Model(args.runtime or manifest["default_runtime"], os.path.join(folder, args.model or manifest["default_model"]), 1, 1)
+        path = os.path.join(folder, args.model or manifest["default_model"])
+        model = Model(choose_runtime(manifest, artifact_of(manifest, folder, path), args.runtime, path), path, 1, 1)
+        encode = text_encoder(model, folder, manifest)
     except (BundleError, RuntimeMissing, RuntimeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     labels = manifest["labels"]
-    for text, row in zip(texts, ids):
-        probabilities = softmax(model.run(row[None]))[0]
+    for text in texts:
+        probabilities = softmax(model.run(encode(text)))[0]
         best = int(np.argmax(probabilities))
         if args.json:
             print(json.dumps({"text": text, "label": labels[best], "probabilities": dict(zip(labels, map(float, probabilities)))}))

@@ -10,6 +10,10 @@ and ``manifest.json`` (the target's manifest record, the tolerances, each model'
 parity checks and the SHA-256 and size of every bundled file). Before anything is
 written, the pure-Python tokenizer the board uses must give tensorflow-text's ids
 (the tokenize stage's) for every example of the test split.
+
+A bundle with a raw-text model (its tokenizer inside) also reads the target's
+``device_checks.json``: its README states what each runtime costs (installed size,
+peak memory per model), and its manifest which runtimes run each model.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import dataclasses
 import gzip
 import io
 import json
+import math
 import os
 import shutil
 import sys
@@ -31,15 +36,27 @@ from edge_build import cli
 from edge_build.artifacts import ARTIFACTS
 from edge_build.atomic import atomic_outputs
 from edge_build.board import launch
+from edge_build.board.runtime import RUNTIMES
 from edge_build.board.wordpiece import WordPiece
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
 from edge_build.layout import LAUNCHERS, Target, board_sources
 from edge_build.provenance import sha256_file
 from edge_build.records import read_json, read_rows
+from edge_build.stacks import not_installable
 from edge_build.tfrecord import read_split
 
-BOARD_README = """# edge-build bundle for `{target}`
+#: How to read the board scripts' output: the end of every bundle's README.
+USAGE = """`bench.py` prints load time, first invoke, p50/p90/p99 per invoke, examples/s and
+peak memory, and with `--parity` the top-1 agreement and logit error against the
+reference model's outputs stored in `golden.npz`; it exits 1 if they fall outside
+the build's tolerances. `classify.py` prints the label and every class's
+probability (`--json` for one JSON object per text). Both refuse to run if a
+file differs from `manifest.json`.
+"""
+
+BOARD_README = (
+    """# edge-build bundle for `{target}`
 
 Checked on the {stack} stack: {arch}, CPython {python}, numpy {numpy}, {runtimes}.
 The board needs exactly that, and no TensorFlow. Debian-based OSes keep pip out of
@@ -57,13 +74,44 @@ Classify raw text:
 
     python3 classify.py "Shares rose after the bank beat its profit forecast"
 
-`bench.py` prints load time, first invoke, p50/p90/p99 per invoke, examples/s and
-peak memory, and with `--parity` the top-1 agreement and logit error against the
-reference model's outputs stored in `golden.npz`; it exits 1 if they fall outside
-the build's tolerances. `classify.py` prints the label and every class's
-probability (`--json` for one JSON object per text). Both refuse to run if a
-file differs from `manifest.json`.
 """
+    + USAGE
+)
+
+#: A bundle with a raw-text model: its runtime is full TensorFlow, so each runtime gets its own install lines and its price.
+TEXT_BOARD_README = (
+    """# edge-build bundle for `{target}`
+
+Checked on the {stack} stack: {arch}, CPython {python}, numpy {numpy}, {runtimes}.
+Each model runs on the runtimes named with it below; the board needs one of them, in
+exactly that version. Debian-based OSes keep pip out of the system Python, so install
+into a virtual environment:
+
+    python3 -m venv ~/edge-build && . ~/edge-build/bin/activate
+{installs}
+What each runtime costs on this stack, as the build's runtime checks measured it: its
+installed size, and the peak memory of `bench.py` running each model on the golden set
+(rounded up; `report.md` has the exact figures).
+A raw-text model needs the Flex delegate and tensorflow-text's kernels, which come only
+with full TensorFlow:
+
+{footprint}
+Benchmark the default model ({default_model}) and re-check the golden set:
+
+    python3 bench.py --parity
+{bench_others}
+Classify raw text: {default_model} takes it as it is (its tokenizer is inside the
+model). `--model` picks another model; one that takes token ids gets them from the
+pure-Python tokenizer in `board/wordpiece.py`. Unless `--runtime` names another, both
+scripts run {defaults}:
+
+    python3 classify.py {sentence}
+{classify_others}
+"""
+    + USAGE
+)
+
+SENTENCE = '"Shares rose after the bank beat its profit forecast"'
 
 
 def check_tokenizer(reference: Path, test_records: Path, test_ids: Path) -> int:
@@ -97,26 +145,135 @@ def write_tarball(folder: Path, archive: Path, top: str) -> None:
                     tar.addfile(info, io.BytesIO(data))
 
 
-def default_model(profile: TargetProfile) -> str:
-    """What the board scripts run unless told otherwise: the smallest weights, INT8 where there is one."""
+def text_models(profile: TargetProfile) -> tuple[str, ...]:
+    """The profile's raw-text models (their tokenizer inside)."""
+    return tuple(name for name in profile.tflite_artifacts if ARTIFACTS[name].inputs == "text")
+
+
+def default_artifact(profile: TargetProfile) -> str:
+    """What the board scripts run unless told otherwise: a raw-text model where there is one, else the smallest weights, INT8 where there is one."""
     order = ("int8", "fp16", "fp32")
-    return ARTIFACTS[min(profile.tflite_artifacts, key=lambda name: order.index(ARTIFACTS[name].precision))].path
+    return min(profile.tflite_artifacts, key=lambda name: (ARTIFACTS[name].inputs != "text", order.index(ARTIFACTS[name].precision)))
+
+
+def model_runtimes(profile: TargetProfile) -> dict[str, list[str]]:
+    """Per model, the runtimes that run it and install on the stack, required ones first: the board scripts' default for it is the first."""
+    runtimes = {}
+    for name in profile.tflite_artifacts:
+        able = [r.name for r in sorted(profile.runtimes_for(name), key=lambda r: not r.required) if not_installable(r.name, profile.stack) is None]
+        if not able:
+            raise StageError(f"{profile.source}: no runtime of the profile runs {name} and installs on {profile.stack.describe()}")
+        runtimes[name] = able
+    return runtimes
+
+
+def stack_fields(profile: TargetProfile, stack: dict) -> dict:
+    """What both READMEs say about the stack the bundle was checked on."""
+    runtimes = ", ".join(f"{name} {r['version']}" + ("" if r["required"] else " (optional)") for name, r in stack["runtimes"].items())
+    return {
+        "target": profile.name,
+        "stack": stack["title"],
+        "arch": stack["arch"],
+        "python": stack["python"],
+        "numpy": stack["numpy"],
+        "runtimes": runtimes,
+    }
 
 
 def board_readme(profile: TargetProfile) -> str:
     stack = profile.runtime_environment().record()
-    runtimes = ", ".join(f"{name} {r['version']}" + ("" if r["required"] else " (optional)") for name, r in stack["runtimes"].items())
     optional = stack["optional_install"]
     return BOARD_README.format(
-        target=profile.name,
-        default_model=default_model(profile),
-        stack=stack["title"],
-        arch=stack["arch"],
-        python=stack["python"],
-        numpy=stack["numpy"],
-        runtimes=runtimes,
+        **stack_fields(profile, stack),
+        default_model=ARTIFACTS[default_artifact(profile)].path,
         install=" ".join(stack["install"]),
         optional=f"\nOptionally, to compare runtimes: `python -m pip install {' '.join(optional)}`\n" if optional else "",
+    )
+
+
+def install_lines(runtime: str, version: str, numpy: str) -> list[str]:
+    """The pip lines that give a board ``runtime``: its wheel with the stack's numpy, then its companions without their
+    dependencies (tensorflow-text's metadata asks for the full ``tensorflow``, which tensorflow-cpu already is)."""
+    companions = RUNTIMES[runtime].companions
+    return [
+        f"python -m pip install numpy=={numpy} {runtime}=={version}",
+        *([f"python -m pip install --no-deps {' '.join(companions)}"] if companions else []),
+    ]
+
+
+def megabytes(value: float) -> str:
+    # Two significant figures: the price of a runtime, not its last byte.
+    return f"{float(f'{value:.2g}'):g} MB"
+
+
+#: Steps of each decade that a peak-memory figure is rounded up to.
+MEMORY_STEPS = (1, 1.5, 2, 3, 5, 7.5, 10)
+
+
+def at_most(value: float) -> str:
+    """A peak-memory figure rounded up to a coarse step (45.8 MB: "≤ 50 MB").
+
+    Peak memory moves by about a megabyte from run to run; rounded to significant
+    figures it would change the bundle's bytes between two identical builds. The
+    exact figures are in the report.
+    """
+    decade = 10 ** math.floor(math.log10(value)) if value > 0 else 1
+    return f"≤ {next(step * decade for step in MEMORY_STEPS if step * decade >= value):g} MB"
+
+
+def installed_size(checks: dict, runtime: str, path: Path) -> str:
+    """The runtime's installed size in the environment its checks ran in (``device_env``: that environment's ``env.json``)."""
+    entry = checks["device_env"]["runtimes"][runtime]
+    if "disk_mb" in entry:
+        return megabytes(entry["disk_mb"])
+    if entry["checkable"]:
+        raise StageError(
+            f"{path}: no installed size (disk_mb) for {runtime} in device_env; rerun the runtime checks in an environment that records it"
+        )
+    return "not measured"
+
+
+def peak_memory(checks: dict, model: str, runtime: str, able: list[str]) -> str:
+    if runtime not in able:
+        return "cannot run it"
+    result = checks["checks"].get(model, {}).get(runtime, {})
+    return at_most(result["peak_rss_mb"]) if result.get("status") == "ok" else "not measured"
+
+
+def footprint_table(profile: TargetProfile, stack: dict, runtimes: dict[str, list[str]], path: Path) -> str:
+    """A Markdown table: per runtime, its installed size and each model's peak memory, from the runtime checks' record ``path``."""
+    checks = read_json(path)
+    models = profile.tflite_artifacts
+    lines = [
+        "| runtime | installed | " + " | ".join(f"peak memory, {ARTIFACTS[m].path}" for m in models) + " |",
+        "|---|---:|" + "---:|" * len(models),
+    ]
+    for name, r in stack["runtimes"].items():
+        cells = [installed_size(checks, name, path), *(peak_memory(checks, m, name, runtimes[m]) for m in models)]
+        lines.append(f"| {name} {r['version']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def text_board_readme(profile: TargetProfile, runtime_checks: Path) -> str:
+    """The README of a bundle with a raw-text model: install lines and measured footprint per runtime."""
+    stack = profile.runtime_environment().record()
+    runtimes = model_runtimes(profile)
+    default = default_artifact(profile)
+    installs = []
+    for name, r in stack["runtimes"].items():
+        files = ", ".join(ARTIFACTS[m].path for m in profile.tflite_artifacts if name in runtimes[m])
+        lines = "".join(f"    {line}\n" for line in install_lines(name, r["version"], stack["numpy"]))
+        installs.append(f"\n{name} {r['version']}{'' if r['required'] else ' (optional)'} runs {files}:\n\n{lines}")
+    others = [ARTIFACTS[m].path for m in profile.tflite_artifacts if m != default]
+    return TEXT_BOARD_README.format(
+        **stack_fields(profile, stack),
+        installs="".join(installs),
+        footprint=footprint_table(profile, stack, runtimes, runtime_checks),
+        default_model=ARTIFACTS[default].path,
+        defaults=", ".join(f"{ARTIFACTS[m].path} on {runtimes[m][0]}" for m in sorted(profile.tflite_artifacts, key=lambda m: m != default)),
+        bench_others="".join(f"    python3 bench.py {file} --parity\n" for file in others),
+        sentence=SENTENCE,
+        classify_others="".join(f"    python3 classify.py --model {file} {SENTENCE}\n" for file in others),
     )
 
 
@@ -124,13 +281,17 @@ def manifest(profile: TargetProfile, folder: Path, reference: Path, target: Targ
     """The target's ``manifest.json`` record, plus what the board scripts need and every bundled file."""
     record = read_json(target.manifest)
     meta = read_json(reference / "assets.extra" / "metadata.json")
+    runtimes = model_runtimes(profile)
+    default = default_artifact(profile)
     return {
         **record,
         "labels": meta["labels"],
         "tokenizer": {"lower_case": meta["lower_case"], "sequence_length": meta["sequence_length"], "vocab_sha256": meta["vocab_sha256"]},
         "models": {name: ARTIFACTS[name].path for name in profile.tflite_artifacts},
-        "default_model": default_model(profile),
-        "default_runtime": next(r.name for r in profile.runtimes if r.required),
+        # Only a raw-text model leaves out runtimes (those without tensorflow-text's kernels and Flex); otherwise every runtime runs every model.
+        **({"model_runtimes": runtimes} if text_models(profile) else {}),
+        "default_model": ARTIFACTS[default].path,
+        "default_runtime": runtimes[default][0],
         "tolerances": dataclasses.asdict(profile.tolerances),
         # The artifact table's checks, applied on the board by bench.py --parity exactly as in the build.
         "parity_checks": {name: [list(check) for check in ARTIFACTS[name].parity] for name in profile.tflite_artifacts},
@@ -160,7 +321,8 @@ def build_bundle(profile: TargetProfile, reference: Path, test: tuple[Path, Path
                 f"import sys\n\nfrom board.launch import {function}\n\nsys.exit({function}(sys.argv[1:]))\n", encoding="utf-8"
             )
             (staging / launcher).chmod(0o755)
-        (staging / "README.md").write_text(board_readme(profile), encoding="utf-8")
+        readme = text_board_readme(profile, target.runtime_checks) if text_models(profile) else board_readme(profile)
+        (staging / "README.md").write_text(readme, encoding="utf-8")
         record = manifest(profile, staging, reference, target)
         (staging / launch.MANIFEST).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         launch.verify(str(staging))
