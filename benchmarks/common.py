@@ -64,8 +64,8 @@ def missing_outputs(paths: list[Path], how: str) -> bool:
     return bool(missing)
 
 
-def runtime_environment(build_dir: Path, runtime_envs: Path | None = None) -> dict | None:
-    """The ``host`` profile's runtime environment in the build (its ``env.json``, and where that lies as ``env_json``).
+def runtime_environment(build_dir: Path, runtime_envs: Path | None = None, profile_path: Path = HOST_PROFILE) -> dict | None:
+    """A profile's runtime environment in the build (its ``env.json``, and where that lies as ``env_json``); the ``host`` profile's by default.
 
     ``None``, after one line saying how to provision it, when the build has none for the profile as it now reads.
     """
@@ -73,11 +73,13 @@ def runtime_environment(build_dir: Path, runtime_envs: Path | None = None) -> di
     from edge_build.layout import Layout
     from edge_build.runtime_envs import describe, read_environment
 
-    key = read_profile(HOST_PROFILE).runtime_environment().key()
+    profile = read_profile(profile_path)
+    key = profile.runtime_environment().key()
     path = Layout(Path(build_dir), Path(runtime_envs) if runtime_envs else None).runtime_env(key)
-    where = "" if Path(build_dir).resolve() == (REPO / "build").resolve() else f" build_dir={build_dir}"
+    where = "" if profile_path == HOST_PROFILE else f" target={profile.name}"  # host is the default target
+    where += "" if Path(build_dir).resolve() == (REPO / "build").resolve() else f" build_dir={build_dir}"
     where += f" runtime_envs={runtime_envs}" if runtime_envs else ""
-    how = f"the host profile's runtime environment, where the TF Lite runtimes run: provision it with `scons{where} runtime-env` or a full `scons{where}`"
+    how = f"the {profile.name} profile's runtime environment, where the TF Lite runtimes run: provision it with `scons{where} runtime-env` or a full `scons{where}`"
     if missing_outputs([path], how):
         return None
     environment = {**read_environment(path), "env_json": str(path)}

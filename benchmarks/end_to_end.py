@@ -1,4 +1,4 @@
-"""Raw text -> label on the device path, article by article, against the SavedModel's text signature.
+"""Raw text -> label on the device path, article by article, against the SavedModel's text signature; and on the gateway, the tokenizer in the model against the pure-Python one.
 
     python benchmarks/end_to_end.py [--quick] [--build-dir build] [--out-dir benchmarks/results]
 
@@ -11,6 +11,14 @@ bundle and not this checkout on its path) and the reference CPU SavedModel's
 passes, then their p50/p90 across articles; the tokenizer's first pass, from an
 empty cache, is reported beside them. The goal line takes the median-length
 article (by characters) on the faster runtime.
+
+In the same run, the ``gateway`` bundle's two ways from raw text to a label, each
+in a process of its own in the gateway profile's runtime environment: its
+raw-text model (``tflite_text_int8``: tensorflow-text's tokenizer inside, custom
+and Flex ops) on tensorflow-cpu, and the pure-Python tokenizer + ``tflite_int8``
+on tflite-runtime. Per stage and in total for the median-length article, with
+each process's load times and peak RSS, and each runtime's installed size where
+the environment records it: what the Flex path costs.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import REPO, argument_parser, markdown_table, missing_outputs, runtime_environment, write_results
+from common import REPO, argument_parser, environment_record, markdown_table, missing_outputs, runtime_environment, write_results
 
 from edge_build.board.launch import MANIFEST
 from edge_build.isolated import run_isolated
@@ -32,6 +40,18 @@ from edge_build.runtime_envs import launcher, unavailable
 from edge_build.tfrecord import read_split
 
 RUNTIMES = ("tflite-runtime", "ai-edge-litert")
+GATEWAY_PROFILE = REPO / "targets" / "gateway.toml"
+#: The gateway's two ways from raw text to a label: (the bundle's artifact, the runtime it runs on).
+GATEWAY_PATHS = {
+    "in-model tokenizer": ("tflite_text_int8", "tensorflow-cpu"),
+    "pure-Python tokenizer": ("tflite_int8", "tflite-runtime"),
+}
+#: What each stage of a path is, by the device script's keys.
+STAGES = {
+    "tokenizer_us": "tokenizer",
+    "invoke_us": "INT8 invoke + argmax",
+    "total_us": "text -> label",
+}
 GOAL_MEDIAN_ARTICLE_MS = 1.0
 FULL_WARM_PASSES = 20
 QUICK_WARM_PASSES = 2
@@ -79,11 +99,13 @@ def board_launcher(environment: dict) -> tuple[list[str], dict[str, str]]:
     return python, variables
 
 
-def device_per_article(environment: dict, bundle: Path, runtime: str, texts_file: Path, warm_passes: int, scratch: Path) -> dict:
+def device_per_article(
+    environment: dict, bundle: Path, runtime: str, texts_file: Path, warm_passes: int, scratch: Path, artifact: str = "tflite_int8"
+) -> dict:
     reason = unavailable(environment, runtime)
     if reason:
         return {"status": f"not run: {reason}"}
-    out = scratch / f"{runtime}.json"
+    out = scratch / f"{bundle.parent.name}-{artifact}-{runtime}.json"
     python, variables = board_launcher(environment)
     command = [
         *python,
@@ -91,6 +113,8 @@ def device_per_article(environment: dict, bundle: Path, runtime: str, texts_file
         str(bundle),
         "--runtime",
         runtime,
+        "--artifact",
+        artifact,
         "--texts",
         str(texts_file),
         "--warm-passes",
@@ -105,18 +129,27 @@ def device_per_article(environment: dict, bundle: Path, runtime: str, texts_file
 
 
 def summarize(device: dict, labels: np.ndarray, reference_labels: list[int], median_article: int) -> dict:
+    """Per stage the spread over articles and the median-length article's figures; load times, peak RSS, accuracy.
+
+    A raw-text model's one stage is its invoke: no tokenizer stage, no tokenizer to load.
+    """
     warm, first = device["warm"], device["first_pass"]
+    kept = ("runtime_version", "tensorflow_imported", "tokenizer_load_ms", "model_load_ms", "peak_rss_mb")
     return {
-        "runtime_version": device["runtime_version"],
-        "tensorflow_imported": device["tensorflow_imported"],
-        "tokenizer_load_ms": device["tokenizer_load_ms"],
-        "model_load_ms": device["model_load_ms"],
-        "peak_rss_mb": device["peak_rss_mb"],
-        "warm": {k: spread_over_articles(warm[k]) for k in ("tokenizer_us", "invoke_us", "total_us")},
-        "first_pass": {k: spread_over_articles(first[k]) for k in ("tokenizer_us", "invoke_us", "total_us")},
+        **{k: device[k] for k in kept if k in device},
+        "warm": {k: spread_over_articles(v) for k, v in warm.items()},
+        "first_pass": {k: spread_over_articles(v) for k, v in first.items()},
         "median_article": {"warm": {k: warm[k][median_article] for k in warm}, "first_pass": {k: first[k][median_article] for k in first}},
         "accuracy": float(np.mean(np.asarray(device["labels"]) == labels)),
         "agreement_with_saved_model": float(np.mean(np.asarray(device["labels"]) == np.asarray(reference_labels))),
+    }
+
+
+def summarize_all(devices: dict, labels: np.ndarray, reference_labels: list[int], median_article: int) -> dict:
+    """``summarize`` per device run; a run that did not finish keeps only its ``status``."""
+    return {
+        name: summarize(d, labels, reference_labels, median_article) if d["status"] == "ok" else {"status": d["status"]}
+        for name, d in devices.items()
     }
 
 
@@ -133,7 +166,7 @@ def report(lengths: dict, summaries: dict, saved_model: dict, median_article: in
             rows.append([f"device, {runtime}", s["status"], None, None, None, None, None])
             continue
         for phase, label in (("warm", "warm cache"), ("first_pass", "first pass, empty cache")):
-            for key, what in (("tokenizer_us", "tokenizer"), ("invoke_us", "INT8 invoke + argmax"), ("total_us", "text -> label")):
+            for key, what in STAGES.items():
                 rows.append(
                     [
                         f"device, {runtime} {s['runtime_version']}",
@@ -186,19 +219,115 @@ def report(lengths: dict, summaries: dict, saved_model: dict, median_article: in
     return "\n".join(lines) + "\n", goal
 
 
+def path_stages(summary: dict) -> list[tuple[str, str]]:
+    """(key, what) per stage of a path; a raw-text model's whole path is its one invoke."""
+    if "tokenizer_us" not in summary["warm"]:
+        return [("total_us", "text -> label: one invoke, tokenizer and INT8 classifier inside, + argmax")]
+    return list(STAGES.items())
+
+
+def gateway_comparison(paths: dict, environment: dict, median_article: int, chars: list[int]) -> dict:
+    """Both paths on the median-length article, side by side, with their memory and the runtimes' installed size."""
+    if any("status" in s for s in paths.values()):
+        return {"line": "the two gateway paths did not both run: not compared"}
+    (text_name, text), (ids_name, ids) = paths.items()
+    text_ms, ids_ms = (s["median_article"]["warm"]["total_us"] / 1e3 for s in (text, ids))
+    disk = {runtime: environment["runtimes"][runtime].get("disk_mb") for _, runtime in GATEWAY_PATHS.values()}
+    installed = "; installed size " + " vs ".join(f"{runtime} {mb:.0f} MB" for runtime, mb in disk.items()) if all(disk.values()) else ""
+    return {
+        "median_article_total_ms": {text_name: text_ms, ids_name: ids_ms},
+        "peak_rss_mb": {text_name: text["peak_rss_mb"], ids_name: ids["peak_rss_mb"]},
+        "installed_mb": disk,
+        "line": (
+            f"the median-length article ({chars[median_article]} characters), warm: {text_name} ({GATEWAY_PATHS[text_name][0]} on "
+            f"{GATEWAY_PATHS[text_name][1]} {text['runtime_version']}) {text_ms:.3f} ms, {ids_name} + {GATEWAY_PATHS[ids_name][0]} on "
+            f"{GATEWAY_PATHS[ids_name][1]} {ids['runtime_version']} {ids_ms:.3f} ms (the in-model tokenizer takes {text_ms / ids_ms:.2f}x the time); "
+            f"peak RSS {text['peak_rss_mb']:.0f} MB vs {ids['peak_rss_mb']:.0f} MB{installed}"
+        ),
+    }
+
+
+def gateway_report(paths: dict, labels_agree: float | None, comparison: dict, environment: dict) -> str:
+    from edge_build.runtime_envs import describe
+
+    headers = ["path", "runtime", "what", "p50 us", "p90 us", "median-length article us", "median-length article, first pass us"]
+    rows, footprint = [], []
+    for name, s in paths.items():
+        artifact, runtime = GATEWAY_PATHS[name]
+        if "status" in s:
+            rows.append([name, runtime, s["status"], None, None, None, None])
+            continue
+        for key, what in path_stages(s):
+            figure = s["median_article"]
+            rows.append(
+                [
+                    name,
+                    f"{runtime} {s['runtime_version']}",
+                    what,
+                    s["warm"][key]["p50_us"],
+                    s["warm"][key]["p90_us"],
+                    figure["warm"][key],
+                    figure["first_pass"][key],
+                ]
+            )
+        footprint.append(
+            [
+                name,
+                artifact,
+                s["model_load_ms"],
+                s.get("tokenizer_load_ms"),
+                s["peak_rss_mb"],
+                environment["runtimes"][runtime].get("disk_mb"),
+                s["accuracy"],
+                s["agreement_with_saved_model"],
+                "yes" if s["tensorflow_imported"] else "no",
+            ]
+        )
+    lines = [
+        "",
+        f"Raw text -> label on the gateway, both paths in its runtime environment ({describe(environment)}), one thread, one text per call:",
+        "",
+        markdown_table(headers, rows),
+        "",
+        markdown_table(
+            [
+                "path",
+                "model",
+                "model load ms",
+                "tokenizer load ms",
+                "peak RSS MB",
+                "runtime installed MB",
+                "accuracy",
+                "agrees with SavedModel",
+                "TensorFlow imported",
+            ],
+            footprint,
+        ),
+        f"- {comparison['line']}",
+        "- model load includes importing the runtime (TensorFlow and tensorflow-text for tensorflow-cpu); peak RSS is the whole device process's.",
+    ]
+    if labels_agree is not None:
+        lines.append(f"- the two paths give the same label on {labels_agree:.4f} of the articles.")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = argument_parser(
         __doc__.splitlines()[0],
-        build_dir="a finished host build (its bundle, the reference SavedModel, the test split)",
+        build_dir="a finished build of the host and gateway targets (their bundles, the reference SavedModel, the test split)",
         runtimes=True,
     ).parse_args(argv)
     build = args.build_dir.resolve()
     layout = Layout(build)
     bundle, saved_model, split = layout.target("host").bundle_dir, layout.reference, layout.data.split("test")
+    gateway_bundle = layout.target("gateway").bundle_dir
     if missing_outputs([bundle / MANIFEST, *layout.reference_files, split], "build the host target first: scons"):
         return 2
+    if missing_outputs([gateway_bundle / MANIFEST], "build the gateway target first: scons target=gateway"):
+        return 2
     environment = runtime_environment(build, args.runtime_envs)
-    if environment is None:
+    gateway_environment = runtime_environment(build, args.runtime_envs, GATEWAY_PROFILE)
+    if environment is None or gateway_environment is None:
         return 2
     warm_passes = QUICK_WARM_PASSES if args.quick else FULL_WARM_PASSES
     import tensorflow as tf
@@ -213,6 +342,10 @@ def main(argv: list[str] | None = None) -> int:
         texts_file = scratch / "texts.json"
         texts_file.write_text(json.dumps(strings), encoding="utf-8")
         devices = {runtime: device_per_article(environment, bundle, runtime, texts_file, warm_passes, scratch) for runtime in RUNTIMES}
+        gateway = {
+            name: device_per_article(gateway_environment, gateway_bundle, runtime, texts_file, warm_passes, scratch, artifact)
+            for name, (artifact, runtime) in GATEWAY_PATHS.items()
+        }
     reference = saved_model_per_article(saved_model, texts, warm_passes)
 
     chars = [len(s) for s in strings]
@@ -221,16 +354,18 @@ def main(argv: list[str] | None = None) -> int:
     lengths = {"characters": distribution(chars), "words": distribution([len(s.split()) for s in strings])}
     if ran:
         lengths["tokens"] = distribution(ran[0]["tokens"])
-    summaries = {
-        runtime: summarize(d, labels, reference["labels"], median_article) if d["status"] == "ok" else {"status": d["status"]}
-        for runtime, d in devices.items()
-    }
+    summaries = summarize_all(devices, labels, reference["labels"], median_article)
     saved_model_figures = {
         **spread_over_articles(reference["total_us"]),
         "median_article_us": reference["total_us"][median_article],
         "accuracy": float(np.mean(np.asarray(reference["labels"]) == labels)),
     }
     markdown, goal = report(lengths, summaries, saved_model_figures, median_article, chars)
+    gateway_paths = summarize_all(gateway, labels, reference["labels"], median_article)
+    both = [d["labels"] for d in gateway.values() if d["status"] == "ok"]
+    labels_agree = float(np.mean(np.asarray(both[0]) == np.asarray(both[1]))) if len(both) == 2 else None
+    comparison = gateway_comparison(gateway_paths, gateway_environment, median_article, chars)
+    markdown += gateway_report(gateway_paths, labels_agree, comparison, gateway_environment)
     results = {
         "build_dir": str(build),
         "articles": len(strings),
@@ -240,6 +375,12 @@ def main(argv: list[str] | None = None) -> int:
         "device": summaries,
         "saved_model_serving_default": saved_model_figures,
         "goal": goal,
+        "gateway": {
+            "runtime_environment": environment_record(gateway_environment),
+            "paths": {name: {"artifact": artifact, "runtime": runtime, **gateway_paths[name]} for name, (artifact, runtime) in GATEWAY_PATHS.items()},
+            "labels_agree": labels_agree,
+            "comparison": comparison,
+        },
     }
     write_results(args.out_dir, "end_to_end", results, markdown, args.quick, environment)
     return 0
