@@ -436,9 +436,13 @@ def test_target_list_and_unknown_targets():
         (
             '"tflite_int8"]',
             '"tflite_int16"]',
-            "key 'artifacts': unknown artifact 'tflite_int16' (allowed: saved_model_cpu, saved_model_xla, tflite_fp32, tflite_fp16, tflite_int8)",
+            "key 'artifacts': unknown artifact 'tflite_int16' (allowed: saved_model_cpu, saved_model_xla, tflite_fp32, tflite_fp16, tflite_int8, tflite_text_int8)",
         ),
-        ('name = "tflite-runtime"', 'name = "tensorrt"', "key 'runtimes.name': unknown runtime 'tensorrt' (allowed: tflite-runtime, ai-edge-litert)"),
+        (
+            'name = "tflite-runtime"',
+            'name = "tensorrt"',
+            "key 'runtimes.name': unknown runtime 'tensorrt' (allowed: tflite-runtime, ai-edge-litert, tensorflow-cpu)",
+        ),
         (
             "[tolerances]",
             '[stack]\nrelease = "trixie"\npython = "3.13"\nnumpy = "2.2.6"\n\n[tolerances]',
