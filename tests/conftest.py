@@ -306,12 +306,8 @@ def board_launcher(environment: dict) -> tuple[list[str], dict[str, str]]:
 
 @pytest.fixture(scope="session")
 def runtime_envs(tmp_path_factory) -> Path:
-    """One folder of runtime environments for the whole session: stage tests and SCons builds (``runtime_envs=``) share them.
-
-    ``EDGE_BUILD_TEST_RUNTIME_ENVS`` names a folder to keep them in instead: CI's own builds then reuse what the tests provisioned.
-    """
-    shared = os.environ.get("EDGE_BUILD_TEST_RUNTIME_ENVS")
-    return Path(shared) if shared else tmp_path_factory.mktemp("runtime-envs")
+    """One folder of runtime environments for the whole session: stage tests and SCons builds (``runtime_envs=``) share them."""
+    return tmp_path_factory.mktemp("runtime-envs")
 
 
 @pytest.fixture(scope="session")
