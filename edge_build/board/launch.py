@@ -1,5 +1,5 @@
-"""What the board runs from an unpacked bundle: manifest verification, safe extraction,
-and the ``bench.py`` / ``classify.py`` entry points.
+"""What the board runs from an unpacked bundle: the ``bench.py`` / ``classify.py`` entry points,
+and a command line for the bundle checks (``agent.py``: manifest verification, safe extraction).
 
 A bundle is a folder: the TF Lite models, ``vocab.txt``, ``labels.txt``,
 ``golden.npz``, ``manifest.json`` (SHA-256 and size of every other file, the
@@ -10,7 +10,6 @@ launchers. Both launchers refuse to run when a file does not match the manifest.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import sys
@@ -18,62 +17,10 @@ import tarfile
 
 import numpy as np
 
+from .agent import MANIFEST, BundleError, safe_extract, verify
 from .parity import breaches
 
-MANIFEST = "manifest.json"
-
-
-class BundleError(Exception):
-    """The bundle is incomplete, tampered with, or unsafe to unpack."""
-
-
-def sha256_of(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def verify(folder: str) -> dict:
-    """The manifest, after checking every file it lists is present with its recorded size and SHA-256."""
-    path = os.path.join(folder, MANIFEST)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            manifest = json.load(handle)
-    except (OSError, ValueError) as exc:
-        raise BundleError(f"{path}: cannot read the manifest ({exc})") from exc
-    for name, expected in manifest["files"].items():
-        file = os.path.join(folder, name)
-        if not os.path.isfile(file):
-            raise BundleError(f"{file}: listed in the manifest but missing")
-        size = os.path.getsize(file)
-        if size != expected["size"]:
-            raise BundleError(f"{file}: {size} bytes, the manifest says {expected['size']} (truncated or replaced)")
-        if sha256_of(file) != expected["sha256"]:
-            raise BundleError(f"{file}: SHA-256 does not match the manifest (modified after the build)")
-    return manifest
-
-
-def safe_extract(archive: str, destination: str) -> list[str]:
-    """Unpack ``archive`` into ``destination``, refusing any member that would land outside it."""
-    root = os.path.realpath(destination)
-    with tarfile.open(archive, "r:*") as tar:
-        members = tar.getmembers()
-        for member in members:
-            target = os.path.realpath(os.path.join(root, member.name))
-            if os.path.isabs(member.name) or ".." in member.name.split("/") or not (target == root or target.startswith(root + os.sep)):
-                raise BundleError(f"{archive}: member {member.name!r} would be written outside {destination}")
-            if not (member.isfile() or member.isdir()):
-                raise BundleError(f"{archive}: member {member.name!r} is not a plain file or folder")
-        os.makedirs(root, exist_ok=True)
-        # Python 3.12 and 3.13 warn when no extraction filter is named, and 3.14 applies "data" by default;
-        # the checks above already refuse what it refuses. A board's Python from before the filters (PEP 706)
-        # has no such argument.
-        options = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-        for member in members:
-            tar.extract(member, root, set_attrs=False, **options)
-    return [m.name for m in members]
+__all__ = ["MANIFEST", "BundleError", "bench_main", "classify_main", "safe_extract", "verify"]
 
 
 def _folder() -> str:

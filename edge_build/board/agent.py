@@ -1,0 +1,308 @@
+"""A bundle on the board: checking it against its manifest, unpacking it safely, and what a build machine runs there over ssh.
+
+Standard library only, and one file: a build machine streams it to the board's
+Python (``ssh BOARD python3 - COMMAND ...``), where edge-build is not installed,
+and ``launch.py`` imports its bundle checks. Each command prints one JSON object
+on standard output; a command that cannot do its job prints ``error: ...`` on
+standard error and exits 2.
+
+    probe    the board (hostname, machine, CPU, Python, numpy, each runtime) and whether the bundle is in the cache
+    prepare  make the cache's folders, for an upload
+    install  unpack an uploaded bundle into the cache, under its manifest's SHA-256, and remove the upload
+    run      ``bench.py --parity`` for each model and runtime, in a temporary folder that is always removed
+    discard  remove an upload that did not finish
+
+The cache (``--cache``, ``~/.cache/edge-build`` by default on the build side) holds
+``bundles/<sha256 of manifest.json>/`` (kept: an unchanged bundle is not uploaded
+again), ``uploads/`` (archives until they are unpacked) and ``runs/`` (one folder
+per run, removed when it ends; one whose process died is removed by the next run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+MANIFEST = "manifest.json"
+#: A runtime that takes longer than this to import is reported as not importing.
+IMPORT_TIMEOUT_S = 120
+
+
+class BundleError(Exception):
+    """The bundle is incomplete, tampered with, or unsafe to unpack."""
+
+
+def sha256_of(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify(folder: str) -> dict:
+    """The manifest, after checking every file it lists is present with its recorded size and SHA-256."""
+    path = os.path.join(folder, MANIFEST)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            manifest = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise BundleError(f"{path}: cannot read the manifest ({exc})") from exc
+    for name, expected in manifest["files"].items():
+        file = os.path.join(folder, name)
+        if not os.path.isfile(file):
+            raise BundleError(f"{file}: listed in the manifest but missing")
+        size = os.path.getsize(file)
+        if size != expected["size"]:
+            raise BundleError(f"{file}: {size} bytes, the manifest says {expected['size']} (truncated or replaced)")
+        if sha256_of(file) != expected["sha256"]:
+            raise BundleError(f"{file}: SHA-256 does not match the manifest (modified after the build)")
+    return manifest
+
+
+def safe_extract(archive: str, destination: str) -> list[str]:
+    """Unpack ``archive`` into ``destination``, refusing any member that would land outside it."""
+    root = os.path.realpath(destination)
+    with tarfile.open(archive, "r:*") as tar:
+        members = tar.getmembers()
+        for member in members:
+            target = os.path.realpath(os.path.join(root, member.name))
+            if os.path.isabs(member.name) or ".." in member.name.split("/") or not (target == root or target.startswith(root + os.sep)):
+                raise BundleError(f"{archive}: member {member.name!r} would be written outside {destination}")
+            if not (member.isfile() or member.isdir()):
+                raise BundleError(f"{archive}: member {member.name!r} is not a plain file or folder")
+        os.makedirs(root, exist_ok=True)
+        # Python 3.12 and 3.13 warn when no extraction filter is named, and 3.14 applies "data" by default;
+        # the checks above already refuse what it refuses. A board's Python from before the filters (PEP 706)
+        # has no such argument.
+        options = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+        for member in members:
+            tar.extract(member, root, set_attrs=False, **options)
+    return [m.name for m in members]
+
+
+def cache_folders(cache: str) -> dict[str, str]:
+    """The cache's folders, created if need be (only once the board was found fit: a refused board keeps nothing)."""
+    folders = {name: os.path.join(os.path.expanduser(cache), name) for name in ("bundles", "uploads", "runs")}
+    for folder in folders.values():
+        os.makedirs(folder, exist_ok=True)
+    return folders
+
+
+def cached_bundle(cache: str, sha256: str) -> str | None:
+    """The cached bundle of that manifest checksum, if it is there and every file matches; a damaged copy is removed."""
+    folder = os.path.join(os.path.expanduser(cache), "bundles", sha256)
+    if not os.path.isdir(folder):
+        return None
+    try:
+        verify(folder)
+        if sha256_of(os.path.join(folder, MANIFEST)) != sha256:
+            raise BundleError(f"{folder}: holds another bundle")
+    except BundleError:
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    return folder
+
+
+def cpu_model() -> str:
+    """The CPU as /proc/cpuinfo names it (x86: ``model name``; Arm boards: ``Model`` or ``Hardware``)."""
+    fields = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    cores = os.cpu_count()
+    name = next((fields[k] for k in ("model name", "Model", "Hardware", "cpu model") if fields.get(k)), platform.processor() or "unknown CPU")
+    return f"{name} ({cores} cores)" if cores else name
+
+
+def runtime_status(distribution: str, module: str) -> dict:
+    """The runtime's installed version and whether its interpreter module imports (in a process of its own: a bad wheel may crash)."""
+    from importlib import metadata
+
+    try:
+        version = metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return {"version": None, "problem": f"{distribution} is not installed for {sys.executable}"}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", "import importlib, sys; importlib.import_module(sys.argv[1])", module],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=IMPORT_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        return {"version": version, "problem": f"{distribution} {version}: importing {module} took over {IMPORT_TIMEOUT_S} s"}
+    if done.returncode != 0:
+        why = f"signal {-done.returncode}" if done.returncode < 0 else (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return {"version": version, "problem": f"{distribution} {version} is installed but {module} does not import ({why})"}
+    return {"version": version, "problem": None}
+
+
+def probe(args: argparse.Namespace) -> dict:
+    try:
+        import numpy
+
+        numpy_version = numpy.__version__
+    except ImportError:
+        numpy_version = None
+    runtimes = dict(pair.split("=", 1) for pair in args.runtime)
+    return {
+        "hostname": socket.gethostname(),
+        "machine": platform.machine(),
+        "system": f"{platform.system()} {platform.release()}",
+        "cpu": cpu_model(),
+        "python": platform.python_version(),
+        "python_executable": sys.executable,
+        "numpy": numpy_version,
+        "runtimes": {name: runtime_status(name, module) for name, module in runtimes.items()},
+        "cached": cached_bundle(args.cache, args.bundle) is not None,
+    }
+
+
+def prepare(args: argparse.Namespace) -> dict:
+    return cache_folders(args.cache)
+
+
+def install(args: argparse.Namespace) -> dict:
+    """Unpack the uploaded archive beside the cache, check it is the bundle asked for, then move it in whole."""
+    folders = cache_folders(args.cache)
+    upload = os.path.realpath(args.archive)
+    if os.path.dirname(upload) != os.path.realpath(folders["uploads"]):
+        raise BundleError(f"{args.archive}: not an upload of this cache")
+    staging = tempfile.mkdtemp(prefix=".partial-", dir=folders["bundles"])
+    try:
+        safe_extract(upload, staging)
+        tops = os.listdir(staging)
+        if len(tops) != 1:
+            raise BundleError(f"{args.archive}: expected one bundle folder, found {sorted(tops)}")
+        unpacked = os.path.join(staging, tops[0])
+        verify(unpacked)
+        if sha256_of(os.path.join(unpacked, MANIFEST)) != args.bundle:
+            raise BundleError(f"{args.archive}: its {MANIFEST} is not the one the build machine sent (SHA-256 differs)")
+        final = os.path.join(folders["bundles"], args.bundle)
+        if not os.path.isdir(final):  # another run may have installed the same bundle meanwhile
+            os.rename(unpacked, final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        os.unlink(upload)
+    return {"installed": final}
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_runs(runs: str) -> None:
+    """Remove the folders of runs whose process is gone (killed with its ssh session, say)."""
+    for name in os.listdir(runs):
+        pid = name.split("-", 1)[0]
+        if pid.isdigit() and not process_alive(int(pid)):
+            shutil.rmtree(os.path.join(runs, name), ignore_errors=True)
+
+
+def tail(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].removeprefix("error: ") if lines else ""
+
+
+def bench_one(python: str, bundle: str, model: str, runtime: str, bench_options: list[str], scratch: str, timeout_s: float) -> dict:
+    """``bench.py MODEL --runtime RUNTIME --parity`` in its own process: its figures and logits, or how it ended."""
+    out, outputs = os.path.join(scratch, "result.json"), os.path.join(scratch, "logits.npy")
+    command = [python, os.path.join(bundle, "bench.py"), model, "--runtime", runtime, "--parity", "--out", out, "--outputs", outputs, *bench_options]
+    try:
+        done = subprocess.run(command, cwd=bundle, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"status": f"timed out after {timeout_s:g} s"}
+    if done.returncode < 0:
+        return {"status": f"crashed (signal {-done.returncode})"}
+    # Exit 1 is bench.py's verdict on parity: the figures are there, and the build machine gates them itself.
+    if done.returncode not in (0, 1) or not os.path.isfile(out):
+        return {"status": f"failed (exit {done.returncode}): {tail(done.stderr) or tail(done.stdout)}"}
+    with open(out, encoding="utf-8") as handle:
+        result = json.load(handle)
+    with open(outputs, "rb") as handle:
+        result["logits_npy"] = base64.b64encode(handle.read()).decode("ascii")
+    return {"status": "ok", **result}
+
+
+def run(args: argparse.Namespace) -> dict:
+    folders = cache_folders(args.cache)
+    bundle = os.path.join(folders["bundles"], args.bundle)
+    sweep_runs(folders["runs"])
+    scratch = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=folders["runs"])
+    try:
+        verify(bundle)
+        results = []
+        for check in args.check:
+            model, runtime = check.split(":", 1)
+            for leftover in os.listdir(scratch):
+                os.unlink(os.path.join(scratch, leftover))
+            results.append(
+                {"model": model, "runtime": runtime, **bench_one(sys.executable, bundle, model, runtime, args.bench, scratch, args.timeout)}
+            )
+        return {"checks": results}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def discard(args: argparse.Namespace) -> dict:
+    upload = os.path.realpath(args.archive)
+    if os.path.dirname(upload) == os.path.realpath(cache_folders(args.cache)["uploads"]) and os.path.isfile(upload):
+        os.unlink(upload)
+        return {"discarded": upload}
+    return {"discarded": None}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agent", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name in ("probe", "prepare", "install", "run", "discard"):
+        command = commands.add_parser(name)
+        command.add_argument("--cache", required=True, help="the board's bundle cache")
+        command.add_argument("--bundle", required=True, help="SHA-256 of the bundle's manifest.json")
+    commands.choices["probe"].add_argument("--runtime", action="append", default=[], help="DISTRIBUTION=INTERPRETER_MODULE, once per runtime")
+    for name in ("install", "discard"):
+        commands.choices[name].add_argument("--archive", required=True, help="the uploaded bundle-<target>.tar.gz")
+    run_parser = commands.choices["run"]
+    run_parser.add_argument("--check", action="append", default=[], help="MODEL:RUNTIME, once per check, run in that order")
+    run_parser.add_argument("--timeout", type=float, required=True, help="seconds each check may take")
+    run_parser.add_argument("bench", nargs=argparse.REMAINDER, help="after --: bench.py's options for every check")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "bench", None) and args.bench[0] == "--":
+        args.bench = args.bench[1:]
+    try:
+        result = {"probe": probe, "prepare": prepare, "install": install, "run": run, "discard": discard}[args.command](args)
+    except (BundleError, OSError, tarfile.TarError) as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
