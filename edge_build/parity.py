@@ -10,7 +10,7 @@ from edge_build.board.parity import breaches as breaches_of
 from edge_build.board.parity import compare
 from edge_build.config.profile import Tolerances
 
-__all__ = ["breaches", "compare", "failure_table"]
+__all__ = ["breaches", "compare", "failure_table", "gate"]
 
 
 def breaches(artifact: str, figures: dict, tolerances: Tolerances, on_gpu: bool = False) -> list[str]:
@@ -21,3 +21,22 @@ def breaches(artifact: str, figures: dict, tolerances: Tolerances, on_gpu: bool 
 def failure_table(rows: list[tuple[str, str, str]]) -> str:
     """``(artifact, where, what broke)`` rows as the table a failed gate prints."""
     return "\n".join([f"  {'artifact':<12} {'checked on':<28} what broke", *(f"  {a:<12} {w:<28} {problem}" for a, w, problem in rows)])
+
+
+def gate(artifact: str, outcome: dict, tolerances: Tolerances, budget_ms: float) -> list[str]:
+    """What a runtime check that ran breaks: the artifact's parity checks, and its p50 against the latency budget.
+
+    The budget is recorded in ``outcome``; emulated timings (``outcome["emulated"]``) say nothing
+    about the board, so a p50 over budget there is a note in ``outcome``, not a problem.
+    """
+    problems = breaches(artifact, outcome["parity"], tolerances)
+    p50_ms = outcome["latency"]["p50_us"] / 1e3
+    outcome["latency_budget_ms"] = budget_ms
+    if p50_ms > budget_ms:
+        if outcome["emulated"]:
+            outcome["latency_note"] = f"p50 {p50_ms:.3f} ms over the {budget_ms:g} ms budget, not enforced: emulated timings"
+        else:
+            problems.append(f"p50 {p50_ms:.3f} ms (budget <= {budget_ms:g} ms)")
+    if problems and outcome["parity"]["disagreeing_examples"]:
+        problems.append(f"top-1 differs on golden examples {outcome['parity']['disagreeing_examples'][:10]}")
+    return problems

@@ -41,6 +41,7 @@ from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
 from edge_build.isolated import run_isolated
 from edge_build.layout import Target
+from edge_build.plots import latency_series, plot_latency
 from edge_build.records import read_json, read_labels, read_rows
 from edge_build.runtime_envs import describe, launcher, read_environment, unavailable
 from edge_build.tflite_host import conversion_mismatch
@@ -136,39 +137,10 @@ def check_artifact(name: str, target: Target, golden: dict, golden_path: Path, p
             runtime_logits = outcome.pop("logits")
             host = parity.compare(host_logits, runtime_logits, golden["labels"])
             outcome["runtime_vs_tf_lite"] = {k: host[k] for k in ("max_abs_logit_error", "top1_agreement", "disagreeing_examples")}
-            problems += parity.breaches(name, outcome["parity"], profile.tolerances)
-            budget_ms = profile.latency_budget_ms(name)
-            p50_ms = outcome["latency"]["p50_us"] / 1e3
-            outcome["latency_budget_ms"] = budget_ms
-            if p50_ms > budget_ms:
-                if outcome["emulated"]:
-                    outcome["latency_note"] = f"p50 {p50_ms:.3f} ms over the {budget_ms:g} ms budget, not enforced: emulated timings"
-                else:
-                    problems.append(f"p50 {p50_ms:.3f} ms (budget <= {budget_ms:g} ms)")
-            if problems and outcome["parity"]["disagreeing_examples"]:
-                problems.append(f"top-1 differs on golden examples {outcome['parity']['disagreeing_examples'][:10]}")
+            problems += parity.gate(name, outcome, profile.tolerances, profile.latency_budget_ms(name))
         outcome["problems"] = problems
         results[runtime.name] = outcome
     return results
-
-
-def plot_latency(checks: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    series = [(f"{a}\n{rt}", r["latency"]["invoke_us"]) for a, per in checks.items() for rt, r in per.items() if r["status"] == "ok"]
-    figure, axes = plt.subplots(figsize=(max(4, 2.2 * len(series)), 4))
-    if series:
-        axes.boxplot([values for _, values in series], showfliers=True)
-        axes.set_xticks(range(1, len(series) + 1), [label for label, _ in series])
-        axes.set_yscale("log")
-    axes.set_ylabel("per-invoke latency (µs, log scale)")
-    axes.set_title("Device runtime latency per invoke")
-    figure.tight_layout()
-    figure.savefig(path, format="png", dpi=100, metadata={"Software": None})
-    plt.close(figure)
 
 
 def machine_independent(checks: dict) -> dict:
@@ -200,7 +172,7 @@ def runtime_checks(profile: TargetProfile, test: TestSplit, target: Target, runt
         }
         checks_tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         parity_tmp.write_text(json.dumps(machine_independent(checks), indent=2) + "\n", encoding="utf-8")
-        plot_latency(checks, plot_tmp)
+        plot_latency(latency_series(checks), plot_tmp)
     return summary
 
 
