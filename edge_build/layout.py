@@ -27,6 +27,8 @@ Standard library only: ``SConstruct`` imports this to parse the graph.
                     eval.json, report.md                               report      <- everything above for the target
                     manifest.json                                      manifest    <- artifacts, conversion reports, eval, parity
                     bundle/..., bundle-<target>.tar.gz                 bundle      <- TF Lite models, golden set, manifest, board code
+                    boards/<board>/result.json, latency.png            board_check <- bundle, golden set, profile; the board over ssh
+                    boards/report.md                                   board_report <- every board's result, runtime checks
       reproducibility/, reproducibility.json                           verify-reproducible
       logs/         data/data.log, model/train.log, <target>/tflite_int8.log, ... every stage's full output (edge_build.logged)
 """
@@ -157,6 +159,16 @@ class Target:
 
     def bundle_files(self, tflite_artifacts: tuple[str, ...]) -> list[Path]:
         return [*(self.bundle_dir / n for n in self.bundle_names(tflite_artifacts)), self.bundle_archive]
+
+    def board_outputs(self, board: str) -> list[Path]:
+        """One board's results (``config.boards.Board.name``): every figure as JSON, and its latency plot."""
+        folder = self.dir / "boards" / board
+        return [folder / "result.json", folder / "latency.png"]
+
+    @property
+    def boards_report(self) -> Path:
+        """Every board of the run, side by side with the runtime checks of this machine."""
+        return self.dir / "boards" / "report.md"
 
 
 @dataclasses.dataclass(frozen=True)

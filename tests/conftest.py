@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import random
 import shutil
@@ -422,3 +423,59 @@ def tiny_artifacts(tiny_build, host_runtime_env) -> dict[str, Path]:
     paths["xla_checks"] = target.xla_checks
     xla_check.xla_checks(profile, tiny_build["saved_model"], paths["saved_model_xla"], files.split("test"), paths["xla_checks"])
     return paths
+
+
+def bundle_inputs(tiny_artifacts) -> tuple:
+    """The bundle stage's shared inputs after the profile: reference, (test records, test ids), labels."""
+    layout = tiny_artifacts["layout"]
+    return tiny_artifacts["saved_model"], (layout.data.split("test"), layout.token_ids("test")), layout.data.labels
+
+
+@pytest.fixture(scope="session")
+def tiny_bundle(tiny_artifacts, tmp_path_factory) -> dict:
+    """The tiny target's bundle, after its report and manifest (the bundle and board tests share it)."""
+    from edge_build.layout import Target
+    from edge_build.runtime_envs import read_environment
+    from edge_build.stages import bundle
+
+    reported = reported_copy(tiny_artifacts, tmp_path_factory.mktemp("bundle") / "tiny")
+    target, profile = Target(reported["target"], "tiny"), reported["profile"]
+    record = bundle.build_bundle(profile, *bundle_inputs(tiny_artifacts), target)
+    return {
+        "target": target.dir,
+        "folder": target.bundle_dir,
+        "archive": target.bundle_archive,
+        "record": record,
+        "profile": profile,
+        "runtime_env": read_environment(tiny_artifacts["runtime_env"]),
+    }
+
+
+@pytest.fixture(scope="session")
+def ssh_server(tmp_path_factory):
+    """A real OpenSSH server on 127.0.0.1 (``tests/sshd.py``), for the whole session; skipped without one, except in CI."""
+    import sshd
+
+    if sshd.sshd_binary() is None:
+        reason = "no OpenSSH server here (apt-get install openssh-server)"
+        if os.environ.get("EDGE_BUILD_REQUIRE_SSHD") == "1":
+            pytest.fail(f"EDGE_BUILD_REQUIRE_SSHD=1 but {reason}")
+        pytest.skip(reason)
+    server = sshd.start(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def board_python(runtime_envs: Path) -> str:
+    """The board's Python: a virtual environment of CPython 3.11 with numpy 1.26.4 and tflite-runtime 2.14.0, and nothing else."""
+    from edge_build.layout import Layout
+    from edge_build.stacks import EnvironmentSpec, RuntimeSpec, Stack
+    from edge_build.stages.runtime_env import provision
+
+    spec = EnvironmentSpec("x86_64", Stack("bookworm", "3.11", "1.26.4"), (RuntimeSpec("tflite-runtime", "2.14.0", True),))
+    layout = Layout(runtime_envs.parent, runtime_envs)
+    env_json = layout.runtime_env(spec.key())
+    record = provision(spec, env_json, layout.apt) if not env_json.is_file() else json.loads(env_json.read_text())
+    (python,) = record["python"]
+    return python

@@ -19,6 +19,7 @@ from conftest import (
     TINY_STACK_RECORD,
     TINY_TRIXIE_PROFILE,
     board_launcher,
+    bundle_inputs,
     reported_copy,
     with_litert,
     write_profile,
@@ -31,27 +32,6 @@ from edge_build.errors import StageError
 from edge_build.layout import Target
 from edge_build.runtime_envs import read_environment
 from edge_build.stages import bundle
-
-
-def bundle_inputs(tiny_artifacts) -> tuple:
-    """The bundle stage's shared inputs after the profile: reference, (test records, test ids), labels."""
-    layout = tiny_artifacts["layout"]
-    return tiny_artifacts["saved_model"], (layout.data.split("test"), layout.token_ids("test")), layout.data.labels
-
-
-@pytest.fixture(scope="module")
-def tiny_bundle(tiny_artifacts, tmp_path_factory) -> dict:
-    reported = reported_copy(tiny_artifacts, tmp_path_factory.mktemp("bundle") / "tiny")
-    target, profile = Target(reported["target"], "tiny"), reported["profile"]
-    record = bundle.build_bundle(profile, *bundle_inputs(tiny_artifacts), target)
-    return {
-        "target": target.dir,
-        "folder": target.bundle_dir,
-        "archive": target.bundle_archive,
-        "record": record,
-        "profile": profile,
-        "runtime_env": read_environment(tiny_artifacts["runtime_env"]),
-    }
 
 
 def test_the_bundle_holds_exactly_what_the_build_declares(tiny_bundle):

@@ -1,0 +1,139 @@
+"""Talking to a board through the user's own OpenSSH client: the board agent's commands, and uploads.
+
+Every call is ``ssh`` or ``scp`` as the user would type it, so ``~/.ssh/config``,
+agents and jump hosts apply (``ssh_config``: ``-F PATH`` instead). Every call also
+runs in batch mode (no password or passphrase prompt) with strict host key
+checking: a board whose key is not in ``known_hosts`` or differs from it is
+refused, never accepted. What goes wrong becomes a ``BoardFault``: one line that
+names the board and the cause, not ssh's own output.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+from edge_build.config.boards import Board
+from edge_build.errors import StageError
+
+#: The board agent, streamed to the board's Python on each call.
+AGENT = Path(__file__).resolve().parent / "board" / "agent.py"
+#: Seconds ssh waits for the board to answer a connection.
+CONNECT_TIMEOUT_S = 15
+#: The shell's exit codes for a command that is not there or not executable.
+COMMAND_NOT_FOUND = (126, 127)
+#: ssh's exit code for its own failures (the connection, the authentication, the host key).
+SSH_FAILED = 255
+#: Parts of ssh's message on a failed connection, and what they mean; the first that matches wins.
+SSH_FAULTS = (
+    ("REMOTE HOST IDENTIFICATION HAS CHANGED", "host key mismatch", "the board's host key differs from the one in known_hosts"),
+    (
+        "Host key verification failed",
+        "unknown host key",
+        "the board's host key is not in known_hosts (check its fingerprint, then connect once by hand)",
+    ),
+    ("Permission denied", "authentication refused", "the board refused every key offered"),
+    ("timed out", "unreachable", f"no answer within {CONNECT_TIMEOUT_S} s"),
+    ("Connection refused", "unreachable", "connection refused"),
+    ("No route to host", "unreachable", "no route to host"),
+    ("Network is unreachable", "unreachable", "network unreachable"),
+    ("Could not resolve hostname", "unreachable", "unknown host name"),
+    ("Name or service not known", "unreachable", "unknown host name"),
+)
+
+
+class BoardFault(StageError):
+    """A board that could not be checked: unreachable, refused, missing software, crashed or too slow to answer.
+
+    One line: ``<address>: <kind>: <detail>``; the failure table shows ``<kind>: <detail>`` against the board.
+    """
+
+    def __init__(self, address: str, kind: str, detail: str):
+        super().__init__(f"{address}: {kind}: {detail}")
+        self.kind, self.detail = kind, detail
+
+    @property
+    def cause(self) -> str:
+        return f"{self.kind}: {self.detail}"
+
+
+def remote_word(value: str) -> str:
+    """``value`` quoted for the board's shell; a leading ``~/`` stays the board user's home."""
+    return '"$HOME"/' + shlex.quote(value[2:]) if value.startswith("~/") else shlex.quote(value)
+
+
+def last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+class Connection:
+    """The commands that reach one board: ``ssh``/``scp`` with the build's options."""
+
+    def __init__(self, board: Board, ssh_config: Path | None = None):
+        self.board = board
+        self.options = [
+            *(["-F", str(ssh_config)] if ssh_config else []),
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            f"ConnectTimeout={CONNECT_TIMEOUT_S}",
+            # A board that stops answering mid-run (power, network) ends the call within a minute.
+            "-o",
+            "ServerAliveInterval=15",
+            "-o",
+            "ServerAliveCountMax=4",
+        ]
+
+    def _call(self, command: list[str], timeout_s: float, stdin: str | None) -> subprocess.CompletedProcess:
+        try:
+            return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise BoardFault(self.board.address, "timeout", f"no result after {timeout_s:g} s (ssh stopped)") from None
+        except FileNotFoundError:
+            raise BoardFault(self.board.address, "no ssh client", f"{command[0]} not found on this machine (install OpenSSH's client)") from None
+
+    def _ssh_fault(self, done: subprocess.CompletedProcess, otherwise: str = "ssh failed") -> BoardFault:
+        """What ssh's message says went wrong with the connection, or ``otherwise`` with its last line."""
+        for marker, kind, meaning in SSH_FAULTS:
+            if marker in done.stderr:
+                return BoardFault(self.board.address, kind, f"{meaning} ({last_line(done.stderr)})")
+        return BoardFault(self.board.address, otherwise, last_line(done.stderr) or f"exit {done.returncode}")
+
+    def agent(self, arguments: list[str], timeout_s: float) -> dict:
+        """Run ``agent.py ARGUMENTS`` in the board's Python; its JSON answer."""
+        port = ["-p", str(self.board.port)] if self.board.port else []
+        python = remote_word(self.board.python)
+        remote = " ".join(["exec", python, "-", *map(shlex.quote, arguments)])
+        done = self._call(["ssh", *self.options, *port, self.board.destination, remote], timeout_s, AGENT.read_text(encoding="utf-8"))
+        if done.returncode == SSH_FAILED:
+            raise self._ssh_fault(done)
+        if done.returncode in COMMAND_NOT_FOUND:
+            raise BoardFault(
+                self.board.address,
+                "no Python",
+                f"'{self.board.python}' is not on the board ({last_line(done.stderr)}); name the board's Python in its address: ?python=PATH",
+            )
+        if done.returncode > 128:
+            raise BoardFault(self.board.address, "crash", f"the board's Python died of signal {done.returncode - 128}")
+        if done.returncode != 0:
+            why = last_line(done.stderr).removeprefix("error: ") or f"exit {done.returncode}"
+            raise BoardFault(self.board.address, "board error", why)
+        answer = last_line(done.stdout)
+        try:
+            return json.loads(answer)
+        except ValueError:
+            raise BoardFault(self.board.address, "board error", f"its answer is not JSON: {answer[:200]!r}") from None
+
+    def upload(self, local: Path, remote: str, timeout_s: float) -> None:
+        """``scp LOCAL BOARD:REMOTE``; ``remote`` is an absolute path on the board."""
+        port = ["-P", str(self.board.port)] if self.board.port else []
+        host = f"[{self.board.host}]" if ":" in self.board.host else self.board.host
+        destination = f"{self.board.user}@{host}" if self.board.user else host
+        done = self._call(["scp", "-q", *self.options, *port, str(local), f"{destination}:{remote}"], timeout_s, None)
+        if done.returncode != 0:
+            raise self._ssh_fault(done, "upload failed")

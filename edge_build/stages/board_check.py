@@ -1,0 +1,249 @@
+"""Stage *board_check*: the bundle's parity and latency checks on a real board, over ssh, gated like the runtime checks.
+
+Reads the target's bundle (``bundle-<target>.tar.gz`` and its ``manifest.json``),
+``golden.npz`` and the profile; writes ``boards/<board>/result.json`` (what the
+board is, every figure with its 95% confidence interval, every timed invoke) and
+``boards/<board>/latency.png``. Nothing here imports TensorFlow.
+
+The board needs Python, numpy and the runtime (what the bundle's README says),
+not edge-build: ``board/agent.py`` is streamed to its Python on each call. It
+first describes the board; a board of another architecture than the profile's,
+or without numpy or a required runtime, is refused before anything is uploaded.
+The bundle goes into a cache on the board named by its manifest's SHA-256, once;
+then ``bench.py --parity`` runs each model on each runtime the board has, in a
+folder that is removed whatever happens. The logits come back and are held to
+the artifact's parity checks and the profile's latency budgets, which are
+enforced: this is the hardware. A fault (unreachable, refused, host key, no
+Python or runtime, a crash, a timeout) or a broken gate fails the stage with a
+table of what broke, and leaves no result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import dataclasses
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from edge_build import cli, parity
+from edge_build.artifacts import ARTIFACTS
+from edge_build.atomic import atomic_outputs
+from edge_build.board.agent import MANIFEST
+from edge_build.board.parity import load_golden
+from edge_build.board.runtime import INTERPRETER_MODULES
+from edge_build.config.boards import Board, parse_board
+from edge_build.config.profile import TargetProfile, read_profile
+from edge_build.errors import StageError
+from edge_build.layout import Target
+from edge_build.plots import latency_series, plot_latency
+from edge_build.provenance import sha256_file
+from edge_build.records import read_json
+from edge_build.ssh import CONNECT_TIMEOUT_S, BoardFault, Connection
+from edge_build.stats import bootstrap_interval, samples_to_decide, wilson_interval
+
+CONFIDENCE = 0.95
+#: Seconds an upload may take per megabyte (a slow Wi-Fi board), on top of the connection.
+UPLOAD_S_PER_MB = 10
+
+
+def board_system(connection: Connection, profile: TargetProfile, common: list[str]) -> dict:
+    """What the board reports about itself; a board that cannot run the bundle is refused here, before any upload."""
+    runtimes = [f"{r.name}={INTERPRETER_MODULES[r.name]}" for r in profile.runtimes]
+    # Importing a runtime may take a while on a small board (TensorFlow's does): a minute each, beyond the connection.
+    system = connection.agent(["probe", *common, *(a for r in runtimes for a in ("--runtime", r))], CONNECT_TIMEOUT_S + 60 * (1 + len(runtimes)))
+    where = connection.board.address
+    if system["machine"] != profile.arch:
+        raise BoardFault(where, "architecture", f"an {system['machine']} board, and {profile.source} builds for {profile.arch}; nothing was uploaded")
+    if system["numpy"] is None:
+        raise BoardFault(
+            where, "no numpy", f"not installed for {system['python_executable']} (pip install numpy=={profile.stack.numpy}); nothing was uploaded"
+        )
+    for runtime in profile.runtimes:
+        problem = system["runtimes"][runtime.name]["problem"]
+        if runtime.required and problem:
+            raise BoardFault(where, "no runtime", f"{problem} (pip install {runtime.name}=={runtime.version}); nothing was uploaded")
+    return system
+
+
+def deliver(connection: Connection, archive: Path, system: dict, common: list[str], sha256: str) -> bool:
+    """Upload and unpack the bundle unless the board's cache holds it; whether it was uploaded."""
+    if system["cached"]:
+        return False
+    uploads = connection.agent(["prepare", *common], CONNECT_TIMEOUT_S + 30)["uploads"]
+    remote = f"{uploads}/{sha256}-{os.uname().nodename}-{os.getpid()}.tar.gz"
+    try:
+        connection.upload(archive, remote, CONNECT_TIMEOUT_S + UPLOAD_S_PER_MB * (1 + archive.stat().st_size / 1e6))
+        connection.agent(["install", *common, "--archive", remote], CONNECT_TIMEOUT_S + 120)
+    except BoardFault:
+        try:  # what a broken upload left on the board
+            connection.agent(["discard", *common, "--archive", remote], CONNECT_TIMEOUT_S + 30)
+        except BoardFault:
+            pass
+        raise
+    return True
+
+
+def intervals(outcome: dict, golden: dict) -> dict:
+    """95% intervals: p50 by bootstrap over the timed invokes; accuracy and top-1 agreement (Wilson); the accuracy drop by paired bootstrap."""
+    logits, reference, labels = outcome["logits"], golden["reference_logits"], golden["labels"]
+    n = len(labels)
+    correct = np.argmax(logits, -1) == labels
+    agree = np.argmax(logits, -1) == np.argmax(reference, -1)
+    reference_correct = np.argmax(reference, -1) == labels
+    return {
+        "p50_us": bootstrap_interval(outcome["latency"]["invoke_us"], np.median, CONFIDENCE),
+        "accuracy": wilson_interval(int(correct.sum()), n, CONFIDENCE),
+        "top1_agreement": wilson_interval(int(agree.sum()), n, CONFIDENCE),
+        "accuracy_drop": bootstrap_interval(reference_correct.astype(float) - correct, np.mean, CONFIDENCE),
+    }
+
+
+def undecided(artifact: str, outcome: dict, profile: TargetProfile) -> dict[str, list[str]]:
+    """Each gate whose limit lies inside its figure's interval, parity and latency apart: the verdict could flip on the next run."""
+    parity_notes, bounds = [], outcome["intervals"]
+    limits = profile.tolerances.limits()
+    for what, figure, _, key in ARTIFACTS[artifact].parity:
+        if figure in bounds and bounds[figure][0] <= limits[key] <= bounds[figure][1]:
+            parity_notes.append(f"{what} limit {limits[key]:g} inside its 95% CI [{bounds[figure][0]:.4g}, {bounds[figure][1]:.4g}]")
+    latency_notes = []
+    budget_us = outcome["latency_budget_ms"] * 1e3
+    needed = samples_to_decide(outcome["runs"], bounds["p50_us"], outcome["latency"]["p50_us"], budget_us)
+    if needed is not None:
+        low, high = bounds["p50_us"]
+        more = f"about {needed:,.0f} timed invokes would decide it" if np.isfinite(needed) else "no number of invokes decides it"
+        latency_notes.append(f"p50 budget {budget_us / 1e3:g} ms inside its 95% CI [{low / 1e3:.4g}, {high / 1e3:.4g}] ms: {more}")
+    return {"parity": parity_notes, "latency": latency_notes}
+
+
+def check_on_board(artifact: str, answer: dict, golden: dict, profile: TargetProfile) -> dict:
+    """One model on one runtime, as the board ran it: gated through the same table as the runtime checks, with intervals.
+
+    As in the runtime checks, a runtime the profile does not require gates only on what it ran.
+    """
+    outcome = {k: v for k, v in answer.items() if k not in ("model", "runtime", "logits_npy")}
+    if outcome["status"] != "ok":
+        required = next(r.required for r in profile.runtimes if r.name == answer["runtime"])
+        outcome["problems"] = [outcome["status"]] if required else []
+        return outcome
+    outcome["logits"] = np.load(io.BytesIO(base64.b64decode(answer["logits_npy"])), allow_pickle=False)
+    outcome["parity"] = parity.compare(golden["reference_logits"], outcome["logits"], golden["labels"])
+    outcome["problems"] = parity.gate(artifact, outcome, profile.tolerances, profile.latency_budget_ms(artifact))
+    outcome["intervals"] = intervals(outcome, golden)
+    outcome["undecided"] = undecided(artifact, outcome, profile)
+    del outcome["logits"]
+    return outcome
+
+
+def planned_checks(profile: TargetProfile, system: dict) -> tuple[list[tuple[str, str]], dict]:
+    """The (artifact, runtime) pairs the board runs, and for each runtime it lacks (optional ones only, by now) why."""
+    missing = {name: entry["problem"] for name, entry in system["runtimes"].items() if entry["problem"]}
+    pairs = [(a, r.name) for a in profile.tflite_artifacts for r in profile.runtimes_for(a) if r.name not in missing]
+    return pairs, missing
+
+
+def check_board(profile: TargetProfile, board: Board, target: Target, ssh_config: Path | None) -> dict:
+    """Describe, deliver to and check one board; the result record (outputs are written only if every gate holds)."""
+    manifest = target.bundle_dir / MANIFEST
+    sha256 = sha256_file(manifest)
+    connection = Connection(board, ssh_config)
+    common = ["--cache", board.cache, "--bundle", sha256]
+    system = board_system(connection, profile, common)
+    uploaded = deliver(connection, target.bundle_archive, system, common, sha256)
+    pairs, missing = planned_checks(profile, system)
+    models = read_json(manifest)["models"]
+    settings = profile.checks
+    bench = ["--threads", settings.threads, "--batch", settings.batch, "--warmup", settings.warmup, "--runs", settings.runs]
+    answer = connection.agent(
+        [
+            "run",
+            *common,
+            "--timeout",
+            str(settings.timeout_s),
+            *(a for artifact, runtime in pairs for a in ("--check", f"{models[artifact]}:{runtime}")),
+            "--",
+            *map(str, bench),
+        ],
+        CONNECT_TIMEOUT_S + 60 + settings.timeout_s * len(pairs),
+    )
+    golden = load_golden(str(target.golden))
+    checks = {artifact: {} for artifact in profile.tflite_artifacts}
+    for (artifact, runtime), result in zip(pairs, answer["checks"]):
+        checks[artifact][runtime] = check_on_board(artifact, result, golden, profile)
+    for artifact in profile.tflite_artifacts:
+        for runtime in profile.runtimes_for(artifact):
+            if runtime.name in missing:
+                checks[artifact][runtime.name] = {"status": f"not checked: {missing[runtime.name]}", "problems": []}
+    return {
+        "target": profile.name,
+        "board": {"address": board.address, "name": board.name, "python": board.python},
+        "system": {k: v for k, v in system.items() if k != "cached"},
+        "bundle": {"manifest_sha256": sha256, "uploaded": uploaded},
+        "settings": dataclasses.asdict(settings),
+        "confidence": CONFIDENCE,
+        "golden_examples": int(len(golden["labels"])),
+        "checks": checks,
+    }
+
+
+def write_result(result: dict, board: Board, target: Target) -> None:
+    rows = [(a, f"{rt} on {board.name}", p) for a, per in result["checks"].items() for rt, r in per.items() for p in r["problems"]]
+    if rows:
+        print(parity.failure_table(rows), file=sys.stderr)
+        raise StageError(f"{board.address}: board checks failed for {target.name} (table above)")
+    with atomic_outputs(*target.board_outputs(board.name)) as (result_tmp, plot_tmp):
+        result_tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        plot_latency(latency_series(result["checks"]), plot_tmp, f"Latency per invoke on {result['system']['hostname']} ({board.address})")
+
+
+def summary_lines(result: dict) -> list[str]:
+    system = result["system"]
+    lines = [
+        f"board {result['board']['address']}: {system['hostname']}, {system['machine']}, {system['cpu']}, Python {system['python']}, "
+        f"numpy {system['numpy']}; bundle {result['bundle']['manifest_sha256'][:12]} "
+        + ("uploaded" if result["bundle"]["uploaded"] else "already on the board, not uploaded")
+    ]
+    for artifact, per in result["checks"].items():
+        for runtime, r in per.items():
+            if r["status"] != "ok":
+                lines.append(f"board check: {artifact} on {runtime}: {r['status']}")
+                continue
+            p, low_high = r["parity"], r["intervals"]["p50_us"]
+            lines.append(
+                f"board check: {artifact} on {runtime} {r['runtime_version']}: top-1 agreement {p['top1_agreement']:.4f}, "
+                f"max |Δlogit| {p['max_abs_logit_error']:.3g}; p50 {r['latency']['p50_us']:.1f} µs "
+                f"(95% CI {low_high[0]:.1f}–{low_high[1]:.1f}), budget {r['latency_budget_ms']:g} ms"
+                + "".join(f"; undecided: {note}" for notes in r["undecided"].values() for note in notes)
+            )
+    return lines
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m edge_build.stages.board_check", description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", type=Path, required=True, help="the target profile (.toml)")
+    parser.add_argument("--target-dir", type=Path, required=True, help="the target's bundle and golden set; results go under boards/ (layout.Target)")
+    parser.add_argument("--board", required=True, help="ssh://[USER@]HOST[:PORT][?python=PATH&cache=DIR]")
+    parser.add_argument("--ssh-config", type=Path, help="an ssh configuration file, passed as -F to every ssh and scp call")
+    return parser
+
+
+def drive(args: argparse.Namespace) -> None:
+    profile = read_profile(args.profile)
+    board = parse_board(args.board)
+    target = Target(args.target_dir, profile.name)
+    try:
+        result = check_board(profile, board, target, args.ssh_config)
+    except BoardFault as fault:
+        print(parity.failure_table([("(all)", board.name, fault.cause)]), file=sys.stderr)
+        raise
+    write_result(result, board, target)
+    print("\n".join(summary_lines(result)))
+
+
+if __name__ == "__main__":
+    sys.exit(cli.run(build_parser, drive))
