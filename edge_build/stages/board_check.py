@@ -204,7 +204,7 @@ def write_result(result: dict, board: Board, target: Target) -> None:
 def summary_lines(result: dict) -> list[str]:
     system = result["system"]
     lines = [
-        f"board {result['board']['address']}: {system['hostname']}, {system['machine']}, {system['cpu']}, Python {system['python']}, "
+        f"board: {result['board']['address']} is {system['hostname']}, {system['machine']}, {system['cpu']}, Python {system['python']}, "
         f"numpy {system['numpy']}; bundle {result['bundle']['manifest_sha256'][:12]} "
         + ("uploaded" if result["bundle"]["uploaded"] else "already on the board, not uploaded")
     ]
