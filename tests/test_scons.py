@@ -500,6 +500,10 @@ def test_unknown_variables_and_bad_values_are_refused():
     assert bad.returncode == 2 and "epochs=three: expected a whole number" in bad.stderr
     split = scons("split=90/10", check=False)
     assert split.returncode == 2 and "expected three positive train/val/test shares" in split.stderr
+    board = scons("board=pi@rpi", check=False)
+    assert board.returncode == 2 and "board=pi@rpi: expected an ssh:// address (allowed: ssh://[USER@]HOST[:PORT]" in board.stderr
+    config = scons("board=ssh://rpi", "ssh_config=/nonexistent/ssh_config", check=False)
+    assert config.returncode == 2 and "ssh_config=/nonexistent/ssh_config: no such file" in config.stderr
 
 
 def test_help_lists_the_variables_and_aliases():
