@@ -110,9 +110,7 @@ Subsystem sftp {sftp}
     # A closed port on the same address: nothing listens there.
     config += f"Host closed\n  HostName 127.0.0.1\n  Port {free_port()}\n  User {user}\n  IdentityFile {root / 'user_key'}\n"
     # The address itself (ssh://USER@127.0.0.1:PORT): the server's key and the user's key, nothing else.
-    config += (
-        f"Host 127.0.0.1\n  IdentityFile {root / 'user_key'}\n  IdentitiesOnly yes\n  UserKnownHostsFile {known_hosts}\n  GlobalKnownHostsFile /dev/null\n"
-    )
+    config += f"Host 127.0.0.1\n  IdentityFile {root / 'user_key'}\n  IdentitiesOnly yes\n  UserKnownHostsFile {known_hosts}\n  GlobalKnownHostsFile /dev/null\n"
     (root / "ssh_config").write_text(config)
     server = SshServer(root, port, user, process, root / "ssh_config", known_hosts, root / "user_key")
     deadline = time.monotonic() + 20

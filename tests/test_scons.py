@@ -195,16 +195,20 @@ def test_boards_are_checked_over_ssh_in_parallel_and_a_second_run_uploads_nothin
     boards = ",".join(f"ssh://{name}?python={board_python}&cache={tmp_path / name}" for name in names)
     arguments = [*project["args"], f"board={boards}", f"ssh_config={ssh_server.ssh_config}", "-j2"]
     target = project["build"] / "tiny"
-    for uploaded in (True, False):
-        result = scons(*arguments)
-        assert sorted(stages_run(result)) == ["board_check", "board_check", "board_report"]
-        for name in names:
-            record = json.loads((target / "boards" / name / "result.json").read_text())
-            assert record["bundle"]["uploaded"] is uploaded and record["checks"]["tflite_int8"]["tflite-runtime"]["status"] == "ok"
-            assert (target / "boards" / name / "latency.png").is_file()
-        page = (target / "boards" / "report.md").read_text()
-        assert all(f"## ssh://{name} (" in page for name in names) and "95% CI" in page
-    assert stages_run(scons(*project["args"])) == []  # without board=, the boards are not part of the build
+    try:
+        for uploaded in (True, False):
+            result = scons(*arguments)
+            assert sorted(stages_run(result)) == ["board_check", "board_check", "board_report"]
+            for name in names:
+                record = json.loads((target / "boards" / name / "result.json").read_text())
+                assert record["bundle"]["uploaded"] is uploaded and record["checks"]["tflite_int8"]["tflite-runtime"]["status"] == "ok"
+                assert (target / "boards" / name / "latency.png").is_file()
+            page = (target / "boards" / "report.md").read_text()
+            assert all(f"## ssh://{name} (" in page for name in names) and "95% CI" in page
+        assert stages_run(scons(*project["args"])) == []  # without board=, the boards are not part of the build
+    finally:
+        # Measurements of devices outside the build: the tests below compare this build directory with clean builds.
+        shutil.rmtree(target / "boards", ignore_errors=True)
 
 
 def stage_pids(stage: str) -> list[int]:
