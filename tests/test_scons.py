@@ -1,4 +1,8 @@
-"""The build graph end to end: a real ``scons`` run on the tiny dataset and hyperparameters."""
+"""The build graph end to end: a real ``scons`` run on the tiny dataset and hyperparameters.
+
+The rebuilds that retrain run with ``-j2`` (CI has a time budget); the clean build stays ``-j1``: it is
+the build that the ``-j2`` ones, the killed and resumed one included, must reproduce byte for byte.
+"""
 
 from __future__ import annotations
 
@@ -239,19 +243,51 @@ def kill_build_during(stage: str, args: list[str]) -> None:
         build.wait()
 
 
-def test_a_build_killed_during_training_and_conversion_resumes_to_the_same_result(project, tmp_path: Path):
-    build = tmp_path / "build"
-    args = [a for a in project["args"] if not a.startswith("build_dir=")] + [f"build_dir={build}"]
+@pytest.fixture(scope="module")
+def resumed_build(project, tmp_path_factory) -> dict:
+    """A build of the project's at a place of its own, killed twice and resumed, with ``-j2`` and a build cache.
+
+    Every target SCons finished, before or after a kill, was pushed to the cache as it was built: the
+    warm-cache test next fetches a clean build from it instead of building a third time. It comes right
+    after: the tests below it edit the hyperparameters, profile and calibration the cache was built from.
+    """
+    root = tmp_path_factory.mktemp("resumed")
+    build, cache = root / "build", root / "cache"
+    args = [a for a in project["args"] if not a.startswith("build_dir=")] + [f"build_dir={build}", f"cache={cache}", "-j2"]
     kill_build_during("train", args)
-    assert not (build / "model" / "model.weights.h5").exists() and not (build / "model" / "train_log.json").exists()
+    killed_in_training = not (build / "model" / "model.weights.h5").exists() and not (build / "model" / "train_log.json").exists()
     kill_build_during("tflite", args)
-    for precision in ("fp32", "int8"):  # a model and its report appear together, or neither
-        assert (build / "tiny" / f"model_{precision}.tflite").exists() == (build / "tiny" / f"tflite_{precision}.json").exists()
+    # A model and its report appear together, or neither.
+    killed_in_conversion = {
+        precision: ((build / "tiny" / f"model_{precision}.tflite").exists(), (build / "tiny" / f"tflite_{precision}.json").exists())
+        for precision in ("fp32", "fp16", "int8")
+    }
     scons(*args)
+    return {"build": build, "args": args, "killed_in_training": killed_in_training, "killed_in_conversion": killed_in_conversion}
+
+
+def test_a_build_killed_during_training_and_conversion_resumes_to_the_same_result(project, resumed_build):
+    build = resumed_build["build"]
+    assert resumed_build["killed_in_training"], "a killed training left a model behind"
+    for precision, (model, report) in resumed_build["killed_in_conversion"].items():
+        assert model == report, f"a killed conversion left model_{precision}.tflite without its report, or the report without it"
     assert not list(build.rglob(".tmp-*")), "a killed stage's temporaries outlived the next build"
     compared = reproducible.compare_trees(project["build"], build)
     assert not reproducible.not_reproduced(compared), compared
-    assert stages_run(scons(*args)) == []
+    assert stages_run(scons(*resumed_build["args"])) == []
+
+
+def test_a_warm_cache_is_fetched_from_instead_of_training(resumed_build):
+    build, args = resumed_build["build"], resumed_build["args"]
+    built = {p.relative_to(build): p.read_bytes() for p in build.rglob("*") if p.is_file() and ".sconsign" not in p.name}
+    shutil.rmtree(build)
+    second = scons(*args)
+    ran = stages_run(second)
+    assert "train" not in ran and "vocab" not in ran and "tflite" not in " ".join(ran)
+    assert re.search(r"Retrieved `[^']*model\.weights\.h5' from cache", second.stdout)
+    assert "runtime_check" in ran and "xla_check" in ran, "runtime and XLA timings are measured on the machine, never fetched"
+    for name in ("model/model.weights.h5", "tiny/model_int8.tflite", "tiny/model_fp32.tflite", "tiny/manifest.json", "tiny/bundle-tiny.tar.gz"):
+        assert (build / name).read_bytes() == built[Path(name)], name
 
 
 def test_verify_reproducible_builds_twice_with_j2_and_both_match_the_j1_build(project):
@@ -293,21 +329,21 @@ def test_a_hyperparameter_change_retrains_but_does_not_resplit(project):
     before = mtimes(data_files)
     old_weights = weights.read_bytes()
     project["hparams"].write_text(TINY_HPARAMS.replace("learning_rate = 0.05", "learning_rate = 0.02"), encoding="utf-8")
-    result = scons(*project["args"])
+    result = scons(*project["args"], "-j2")
     assert sorted(stages_run(result)) == sorted(RETRAINED)
     assert weights.read_bytes() != old_weights
     assert mtimes(data_files) == before
 
 
 def test_a_command_line_override_retrains(project):
-    result = scons(*project["args"], "epochs=1")
+    result = scons(*project["args"], "epochs=1", "-j2")
     assert sorted(stages_run(result)) == sorted(RETRAINED)
     log = json.loads((project["build"] / "model" / "train_log.json").read_text())
     assert len(log["epochs"]) == 1
 
 
 def test_a_calibration_edit_rebuilds_only_the_int8_model_and_what_follows(project):
-    scons(*project["args"])  # back to the hyperparameters' epochs after the override above
+    scons(*project["args"], "-j2")  # back to the hyperparameters' epochs after the override above
     build = project["build"]
     upstream = [build / "model" / "model.weights.h5", build / "tiny" / "model_fp32.tflite"]
     upstream += [
@@ -522,7 +558,7 @@ def test_an_optional_runtime_that_cannot_be_provisioned_is_reported_and_the_buil
     # No such wheel: the stack's environment is provisioned without it, and every stage after says so.
     profile.write_text(with_litert(original, version="0.0.1"), encoding="utf-8")
     try:
-        result = scons(*project["args"])
+        result = scons(*project["args"], "-j2")
     finally:
         profile.write_text(original, encoding="utf-8")
     assert sorted(stages_run(result)) == sorted(
@@ -546,19 +582,3 @@ def test_clean_removes_the_build(project):
     assert not (project["build"] / "tiny").exists()
     assert not (project["build"] / "model").exists()
     assert not (project["build"] / "logs").exists()
-
-
-def test_a_warm_cache_is_fetched_from_instead_of_training(project, tmp_path: Path):
-    cache = tmp_path / "cache"
-    args = [a for a in project["args"] if not a.startswith("build_dir=")] + [f"build_dir={tmp_path / 'build'}", f"cache={cache}"]
-    first = scons(*args)
-    assert "train" in stages_run(first)
-    built = {p.relative_to(tmp_path / "build"): p.read_bytes() for p in (tmp_path / "build").rglob("*") if p.is_file() and ".sconsign" not in p.name}
-    shutil.rmtree(tmp_path / "build")
-    second = scons(*args)
-    ran = stages_run(second)
-    assert "train" not in ran and "vocab" not in ran and "tflite" not in " ".join(ran)
-    assert re.search(r"Retrieved `[^']*model\.weights\.h5' from cache", second.stdout)
-    assert "runtime_check" in ran and "xla_check" in ran, "runtime and XLA timings are measured on the machine, never fetched"
-    for name in ("model/model.weights.h5", "tiny/model_int8.tflite", "tiny/model_fp32.tflite", "tiny/manifest.json", "tiny/bundle-tiny.tar.gz"):
-        assert (tmp_path / "build" / name).read_bytes() == built[Path(name)], name
