@@ -69,6 +69,11 @@ def output_of(result: subprocess.CompletedProcess, stage: str) -> str:
     return "\n".join(texts)
 
 
+def with_variables(args: list[str], **values) -> list[str]:
+    """``args`` with each ``NAME=VALUE`` of ``values`` in place of the one it had for that variable."""
+    return [a for a in args if a.partition("=")[0] not in values] + [f"{name}={value}" for name, value in values.items()]
+
+
 def mtimes(paths) -> dict:
     return {str(p): p.stat().st_mtime_ns for p in paths}
 
@@ -253,7 +258,7 @@ def resumed_build(project, tmp_path_factory) -> dict:
     """
     root = tmp_path_factory.mktemp("resumed")
     build, cache = root / "build", root / "cache"
-    args = [a for a in project["args"] if not a.startswith("build_dir=")] + [f"build_dir={build}", f"cache={cache}", "-j2"]
+    args = [*with_variables(project["args"], build_dir=build, cache=cache), "-j2"]
     kill_build_during("train", args)
     killed_in_training = not (build / "model" / "model.weights.h5").exists() and not (build / "model" / "train_log.json").exists()
     kill_build_during("tflite", args)
@@ -427,7 +432,7 @@ def test_verbose_shows_each_stage_command_and_its_full_output(project):
 def test_a_crippled_model_fails_the_quality_gate_in_one_line(project, tmp_path: Path):
     hparams = tmp_path / "hparams.toml"
     hparams.write_text(TINY_HPARAMS.replace("epochs = 3", "epochs = 1").replace("learning_rate = 0.05", "learning_rate = 0.00001"), encoding="utf-8")
-    args = [a for a in project["args"] if not a.startswith(("build_dir=", "hparams="))] + [f"build_dir={tmp_path / 'build'}", f"hparams={hparams}"]
+    args = with_variables(project["args"], build_dir=tmp_path / "build", hparams=hparams)
     result = scons(*args, "quality", check=False)
     assert result.returncode != 0
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
@@ -449,7 +454,7 @@ def test_the_calibrate_alias_regenerates_only_calibrated_models(project):
 
 
 def test_a_stage_alias_builds_only_up_to_that_stage(project, tmp_path: Path):
-    args = [a for a in project["args"] if not a.startswith("build_dir=")] + [f"build_dir={tmp_path}"]
+    args = with_variables(project["args"], build_dir=tmp_path)
     result = scons(*args, "vocab")
     assert stages_run(result) == ["data", "vocab"]
     assert not (tmp_path / "model").exists()
@@ -579,7 +584,7 @@ def test_an_optional_runtime_that_cannot_be_provisioned_is_reported_and_the_buil
 
 def test_clean_removes_the_build(project, tmp_path: Path):
     # Cleaning would remove the env.json of the session's runtime environments too: the stage tests after this one use them.
-    args = [a for a in project["args"] if not a.startswith("runtime_envs=")] + [f"runtime_envs={tmp_path}"]
+    args = with_variables(project["args"], runtime_envs=tmp_path)
     scons(*args, "-c")
     assert not (project["build"] / "tiny").exists()
     assert not (project["build"] / "model").exists()
