@@ -24,6 +24,7 @@ from pathlib import Path
 from common import REPO, argument_parser, markdown_table, missing_outputs, spread, write_results
 
 # edge_build is importable: common puts the repository on sys.path.
+from edge_build import window
 from edge_build.config.hparams import load_hyperparameters
 from edge_build.layout import Layout
 from edge_build.tokenizer import load_tokenizer
@@ -106,9 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     build = args.build_dir.resolve()
     layout = Layout(build)
     inputs = TrainInputs(layout.data.split("train"), layout.data.split("val"), layout.data.labels, layout.vocab, HPARAMS, MODEL_SOURCE)
-    if missing_outputs([inputs.train_records, inputs.val_records, inputs.labels, inputs.vocab], "build the data and vocabulary first: scons vocab"):
+    needed = [inputs.train_records, inputs.val_records, inputs.labels, inputs.vocab, layout.data.window]
+    if missing_outputs(needed, "build the data, the vocabulary and the data report first: scons data-report"):
         return 2
-    hparams = load_hyperparameters(HPARAMS)
+    hparams = load_hyperparameters(HPARAMS).with_window(window.read(layout.data.window))
     pipeline_runs, training_runs = QUICK_RUNS if args.quick else FULL_RUNS
     variants = {name: VARIANTS[name] for name in QUICK_VARIANTS} if args.quick else VARIANTS
     pipelines = time_pipelines(inputs, hparams, variants, pipeline_runs)

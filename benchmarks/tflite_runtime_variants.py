@@ -23,11 +23,10 @@ from pathlib import Path
 from common import REPO, argument_parser, markdown_table, missing_outputs, ratio, run_device_bench, runtime_environment, write_results
 
 from edge_build import parity
-from edge_build.config.hparams import load_hyperparameters
 from edge_build.config.profile import load_profile
 from edge_build.errors import EdgeBuildError
 from edge_build.layout import Layout
-from edge_build.model_source import load_trained_model
+from edge_build.model_source import load_trained_model, trained_hyperparameters
 from edge_build.records import read_labels
 
 THREADS = (1, 2)
@@ -81,7 +80,7 @@ def convert_all(layout: Layout, profile, out_dir: Path) -> dict[str, Path]:
     hparams_path = REPO / "model_src" / "hparams.toml"
     model = load_trained_model(
         REPO / "model_src" / "model.py",
-        load_hyperparameters(hparams_path),
+        trained_hyperparameters(hparams_path, layout.train_log),
         hparams_path,
         layout.vocab,
         len(read_labels(layout.data.labels)),

@@ -7,7 +7,7 @@ Standard library only: ``SConstruct`` imports this to parse the graph.
 
     build/
       data/         train|val|test.tfrecord, labels.txt, summary.json   data        <- the dataset
-                    report.md, report.json                             data_report <- splits, summary, vocab
+                    report.md, report.json, window.json                data_report <- splits, summary, vocab
       vocab/        vocab.txt                                          vocab       <- train split
       tokens/       train|val|test.npy (int32 ids)                     tokenize    <- splits, vocab, tokenizer settings
       model/        model.weights.h5, train_log.json                   train       <- train/val splits, labels, vocab, hparams, model source
@@ -76,8 +76,12 @@ class Data:
 
     @property
     def report(self) -> list[Path]:
-        """The data report: Markdown page and JSON figures."""
-        return [self.dir / "report.md", self.dir / "report.json"]
+        """The data report: Markdown page, JSON figures, and the window it chose (``edge_build.window``)."""
+        return [self.dir / "report.md", self.dir / "report.json", self.window]
+
+    @property
+    def window(self) -> Path:
+        return self.dir / "window.json"
 
 
 @dataclasses.dataclass(frozen=True)

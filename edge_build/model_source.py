@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from edge_build.config.hparams import Hyperparameters
+from edge_build.config.hparams import Hyperparameters, load_hyperparameters
 from edge_build.errors import ConfigError, StageError
 
 BUILDER = "build_model"
@@ -44,17 +44,27 @@ def build_model(model_path: Path, hparams: Hyperparameters, hparams_path: Path, 
             raise ConfigError(
                 f"{hparams_path}: unknown key 'model.{key}' ({BUILDER}() in {model_path} accepts: {', '.join(accepted) or 'nothing else'})"
             )
-    model = builder(
-        vocab_size=vocab_size,
-        num_classes=num_classes,
-        sequence_length=hparams.tokenizer.sequence_length,
-        **hparams.model,
-    )
+    try:
+        model = builder(vocab_size=vocab_size, num_classes=num_classes, sequence_length=hparams.tokenizer.sequence_length, **hparams.model)
+    except ValueError as exc:
+        # The model source's own word on a [model] value it cannot take (e.g. kind = "lstm").
+        raise ConfigError(f"{hparams_path}: [model] in {model_path}: {exc}") from exc
     if tuple(model.inputs[0].shape) != (None, hparams.tokenizer.sequence_length):
         raise ConfigError(
             f"{model_path}: the model's input shape is {tuple(model.inputs[0].shape)}, expected (None, {hparams.tokenizer.sequence_length})"
         )
     return model
+
+
+def trained_hyperparameters(hparams_path: Path, train_log: Path) -> Hyperparameters:
+    """The hyperparameters with the window the model was trained at, as the train stage recorded it."""
+    try:
+        sequence_length = json.loads(train_log.read_text(encoding="utf-8"))["hyperparameters"]["tokenizer"]["sequence_length"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StageError(f"{train_log}: no trained sequence length ({exc.__class__.__name__}: {exc}); run scons again") from None
+    if not isinstance(sequence_length, int) or isinstance(sequence_length, bool) or sequence_length <= 0:
+        raise StageError(f"{train_log}: the trained sequence length must be a whole number above 0, not {sequence_length!r}")
+    return load_hyperparameters(hparams_path).with_window(sequence_length)
 
 
 def load_trained_model(model_path: Path, hparams: Hyperparameters, hparams_path: Path, vocab: Path, num_classes: int, weights: Path):

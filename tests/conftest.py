@@ -273,7 +273,11 @@ def reported_copy(tiny_artifacts: dict, destination: Path, profile_text: str | N
     xla_checks = target.xla_checks if "saved_model_xla" in profile.artifacts else None
     report.build_report(profile, report_inputs(tiny_artifacts, xla_checks), target)
     layout = tiny_artifacts["layout"]
-    args = (profile, manifest.ManifestInputs(layout.data.summary, layout.train_log, layout.weights, layout.vocab, layout.calibration_summary), target)
+    args = (
+        profile,
+        manifest.ManifestInputs(layout.data.summary, layout.data.window, layout.train_log, layout.weights, layout.vocab, layout.calibration_summary),
+        target,
+    )
     return {"target": destination, "profile": profile, "manifest_args": args, "record": manifest.build_manifest(*args)}
 
 

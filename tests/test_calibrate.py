@@ -124,8 +124,8 @@ def test_bad_calibration_inputs_fail_in_one_line_and_write_nothing(tiny_build, t
         *split_arguments(layout, split),
         "--vocab",
         str(layout.vocab),
-        "--sequence-length",
-        "24",
+        "--window",
+        str(layout.data.window),
         "--out",
         *(str(tmp_path / "out" / f) for f in OUT_FILES),
     ]
@@ -184,8 +184,8 @@ def test_drawn_samples_need_no_tensorflow_and_field_samples_do(tiny_build, tmp_p
             *split_arguments(tiny_build["layout"], "train"),
             "--vocab",
             str(tiny_build["vocab"]),
-            "--sequence-length",
-            "24",
+            "--window",
+            str(tiny_build["layout"].data.window),
             "--out",
             *(str(source / "out" / f) for f in OUT_FILES),
         ]

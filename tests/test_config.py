@@ -22,7 +22,7 @@ def test_shipped_profiles_and_hyperparameters_are_valid():
         profile = load_profile(REPO / "targets", name)
         assert profile.name == name and profile.artifacts
     hparams = load_hyperparameters(REPO / "model_src" / "hparams.toml")
-    assert hparams.tokenizer.sequence_length > 0 and hparams.training.epochs > 0
+    assert hparams.tokenizer.sequence_length == "auto" and hparams.training.epochs > 0
 
 
 def test_the_shipped_profiles():

@@ -163,7 +163,7 @@ def test_a_clean_build_runs_every_stage_and_reports(project):
     # What each stage did is in its log; the console has TensorFlow's start-up lines nowhere.
     assert "== tiny: test split, 6 examples, 3 classes ==" in output_of(result, "report")
     assert "quality: passed; reference test accuracy" in output_of(result, "quality")
-    for name in ("report.md", "report.json"):
+    for name in ("report.md", "report.json", "window.json"):
         assert (build / "data" / name).is_file()
     checks = output_of(result, "runtime_check")
     assert "runtime check: tflite_int8 on tflite-runtime 2.14.0: top-1 agreement" in checks

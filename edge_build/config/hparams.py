@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from edge_build.config.loading import from_mapping, load_toml, require_positive
 from edge_build.errors import ConfigError
+from edge_build.window import AUTO
 
 Strategy = Literal["default", "mirrored", "multi_worker_mirrored"]
 LabelConflictRule = Literal["drop", "train"]
@@ -28,14 +29,17 @@ class TokenizerOptions:
       vocab_size: the most WordPiece tokens the vocabulary may hold, reserved tokens included.
       lower_case: case-fold and strip accents before splitting (BERT's uncased normalization).
       sequence_length: token ids per example; longer texts are truncated, shorter ones padded with 0.
+        ``"auto"``: sized from the training texts by the data_report stage (``edge_build.window``).
     """
 
     vocab_size: int = 8000
     lower_case: bool = True
-    sequence_length: int = 512
+    sequence_length: int | str = AUTO
 
     def __post_init__(self) -> None:
-        require_positive(self, "vocab_size", "sequence_length")
+        if isinstance(self.sequence_length, bool) or (isinstance(self.sequence_length, str) and self.sequence_length != AUTO):
+            raise ValueError(f"key 'sequence_length': must be {AUTO!r} or a whole number, not {self.sequence_length!r}")
+        require_positive(self, "vocab_size", *(["sequence_length"] if isinstance(self.sequence_length, int) else []))
         if self.vocab_size < 16:
             raise ValueError("key 'vocab_size': must be at least 16")
 
@@ -119,6 +123,10 @@ class Hyperparameters:
             "model": dict(self.model),
             "training": dataclasses.asdict(self.training),
         }
+
+    def with_window(self, sequence_length: int) -> Hyperparameters:
+        """A copy whose ``sequence_length`` is the one the data report chose (``edge_build.window``)."""
+        return dataclasses.replace(self, tokenizer=dataclasses.replace(self.tokenizer, sequence_length=sequence_length))
 
     def with_training(self, **changes: Any) -> Hyperparameters:
         """A copy with some training options replaced (command-line overrides), validated again."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import sys
+import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
@@ -99,6 +100,8 @@ def _convert(hint: Any, value: Any, *, where: str, key: str) -> Any:
 
 
 def _type_name(hint: Any) -> str:
+    if isinstance(hint, types.UnionType):
+        return " or ".join(_type_name(member) for member in typing.get_args(hint))
     return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(hint, str(hint))
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_build import cli
+from edge_build import cli, window
 from edge_build.atomic import atomic_outputs
 from edge_build.config.calibration import CalibrationConfig, load_calibration
 from edge_build.errors import ConfigError, StageError
@@ -157,13 +157,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--labels", type=Path, required=True, help="labels.txt")
     parser.add_argument("--vocab", type=Path, required=True, help="vocab.txt (tokenizes field samples)")
     parser.add_argument("--lower-case", action=argparse.BooleanOptionalAction, default=True)
-    parser.add_argument("--sequence-length", type=int, required=True)
+    parser.add_argument("--window", type=Path, required=True, help="the data report's window.json: the sequence length")
     parser.add_argument("--out", type=Path, nargs=2, required=True, metavar=("REPRESENTATIVE_NPY", "SUMMARY_JSON"))
     return parser
 
 
 def drive(args: argparse.Namespace) -> None:
-    inputs = CalibrationInputs(args.split, args.split_ids, args.labels, args.vocab, args.lower_case, args.sequence_length)
+    inputs = CalibrationInputs(args.split, args.split_ids, args.labels, args.vocab, args.lower_case, window.read(args.window))
     summary = build_calibration(args.config, inputs, tuple(args.out))
     field = summary["field_samples"]["count"]
     print(f"calibrate: {summary['samples']} samples ({field} from field samples) -> {args.out[0]}")

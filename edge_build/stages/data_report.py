@@ -4,7 +4,10 @@ Reads the data stage's ``summary.json`` and split files and the learned ``vocab.
 writes ``report.md`` (examples per class and split, lengths in characters and
 tokens, the share truncated at ``sequence_length``, the ``[UNK]`` rate, duplicate
 groups, label conflicts, near-duplicates, class imbalance) and ``report.json`` (the
-token figures and a one-line headline that every target's report quotes).
+token figures and a one-line headline that every target's report quotes), and
+``window.json``: the model's window, ``[tokenizer] sequence_length`` as set or,
+for ``"auto"``, sized from the training texts' token counts (``edge_build.window``).
+The tokenize, calibrate, train, export and tflite stages read the length there.
 Runs after the vocabulary, so a change of tokenizer settings rereads it and
 nothing upstream.
 """
@@ -18,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_build import cli
+from edge_build import cli, window
 from edge_build.atomic import atomic_outputs
 from edge_build.corpus import SPLITS
 from edge_build.markdown import table
@@ -43,19 +46,21 @@ def token_counts(tokenizer, unk_id: int, texts: list[bytes]) -> tuple[np.ndarray
     return np.concatenate(lengths), np.concatenate(unknown)
 
 
-def token_figures(split_files: dict[str, Path], vocab: Path, lower_case: bool, sequence_length: int) -> dict:
+def token_figures(split_files: dict[str, Path], vocab: Path, lower_case: bool, sequence_length: int | str) -> dict:
+    """Each split's token figures, truncated at the window ``sequence_length`` (a number, or "auto") gives, and that window."""
     tokens = vocab.read_text(encoding="utf-8").splitlines()
     tokenizer = load_tokenizer(vocab, lower_case)
-    figures = {}
-    for split, path in split_files.items():
-        texts, _ = read_split(path)
-        lengths, unknown = token_counts(tokenizer, tokens.index(UNK), texts)
-        figures[split] = {
+    counts = {split: token_counts(tokenizer, tokens.index(UNK), read_split(path)[0]) for split, path in split_files.items()}
+    chosen = window.choose(sequence_length, counts["train"][0].tolist())
+    figures = {
+        split: {
             "tokens": distribution(lengths),
-            "truncated_share": round(float(np.mean(lengths > sequence_length)), 4),
+            "truncated_share": round(float(np.mean(lengths > chosen["sequence_length"])), 4),
             "unk_rate": round(float(unknown.sum() / max(lengths.sum(), 1)), 5),
         }
-    return {"sequence_length": sequence_length, "lower_case": lower_case, "vocab_size": len(tokens), "splits": figures}
+        for split, (lengths, unknown) in counts.items()
+    }
+    return {"sequence_length": chosen["sequence_length"], "window": chosen, "lower_case": lower_case, "vocab_size": len(tokens), "splits": figures}
 
 
 def headline(summary: dict, tokens: dict) -> str:
@@ -69,6 +74,14 @@ def headline(summary: dict, tokens: dict) -> str:
         f"train texts {train['tokens']['median']:.0f} tokens (median), {train['truncated_share']:.1%} truncated at {tokens['sequence_length']}, "
         f"[UNK] {train['unk_rate']:.2%}"
     )
+
+
+def window_sentence(chosen: dict) -> str:
+    whole = f"{chosen['train_share_whole']:.1%} of the {chosen['train_texts']} training texts fit in it whole"
+    if chosen["setting"] == window.AUTO:
+        low, high = chosen["bounds"]
+        return f'The window was sized from the data (`"auto"`: the smallest power of two from {low} to {high} that holds {chosen["coverage"]:.0%}); {whole}.'
+    return f"The window is set in the hyperparameters; {whole}."
 
 
 def render(summary: dict, tokens: dict) -> str:
@@ -87,7 +100,7 @@ def render(summary: dict, tokens: dict) -> str:
         "## Lengths",
         "",
         f"Characters, and WordPiece tokens before truncation at `sequence_length` = {tokens['sequence_length']} "
-        f"(vocabulary of {tokens['vocab_size']}, lower_case = {str(tokens['lower_case']).lower()}).",
+        f"(vocabulary of {tokens['vocab_size']}, lower_case = {str(tokens['lower_case']).lower()}). {window_sentence(tokens['window'])}",
         "",
     ]
     rows = []
@@ -145,16 +158,23 @@ def render(summary: dict, tokens: dict) -> str:
 
 
 def build_data_report(
-    split_files: dict[str, Path], summary_path: Path, vocab: Path, lower_case: bool, sequence_length: int, out: tuple[Path, Path]
+    split_files: dict[str, Path], summary_path: Path, vocab: Path, lower_case: bool, sequence_length: int | str, out: tuple[Path, Path, Path]
 ) -> dict:
-    """Write ``out`` (the Markdown page, the JSON record) from the splits (``{split: path}``), the data summary and the vocabulary."""
+    """Write ``out`` (the Markdown page, the JSON record, the window) from the splits (``{split: path}``), the data summary and the vocabulary."""
     summary = read_json(summary_path)
     tokens = token_figures(split_files, vocab, lower_case, sequence_length)
     record = {**tokens, "headline": headline(summary, tokens)}
-    with atomic_outputs(*out) as (markdown_tmp, json_tmp):
+    with atomic_outputs(*out) as (markdown_tmp, json_tmp, window_tmp):
         markdown_tmp.write_text(render(summary, tokens), encoding="utf-8")
         json_tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        window.write(window_tmp, tokens["window"])
     return record
+
+
+def window_setting(value: str) -> int | str:
+    if value == window.AUTO or (value.isdigit() and int(value) > 0):
+        return value if value == window.AUTO else int(value)
+    raise argparse.ArgumentTypeError(f"{value!r}: expected a whole number above 0 or {window.AUTO!r}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -162,9 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--splits", type=Path, nargs=len(SPLITS), required=True, help=f"the {', '.join(SPLITS)} split files")
     parser.add_argument("--summary", type=Path, required=True, help="the data stage's summary.json")
     parser.add_argument("--vocab", type=Path, required=True, help="vocab.txt from the vocab stage")
-    parser.add_argument("--sequence-length", type=int, required=True)
+    parser.add_argument("--sequence-length", type=window_setting, required=True, help=f"a number of token ids, or {window.AUTO!r}")
     parser.add_argument("--lower-case", action=argparse.BooleanOptionalAction, required=True)
-    parser.add_argument("--out", type=Path, nargs=2, required=True, metavar=("REPORT_MD", "REPORT_JSON"))
+    parser.add_argument("--out", type=Path, nargs=3, required=True, metavar=("REPORT_MD", "REPORT_JSON", "WINDOW_JSON"))
     return parser
 
 

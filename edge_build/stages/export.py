@@ -38,9 +38,9 @@ import numpy as np
 
 from edge_build import cli, saved_model, xla
 from edge_build.atomic import atomic_output
-from edge_build.config.hparams import Hyperparameters, load_hyperparameters
+from edge_build.config.hparams import Hyperparameters
 from edge_build.errors import ConfigError, StageError
-from edge_build.model_source import check_weights_loaded, load_trained_model
+from edge_build.model_source import check_weights_loaded, load_trained_model, trained_hyperparameters
 from edge_build.provenance import build_timestamp, git_revision, package_versions, sha256_file, size_of
 from edge_build.records import read_labels, read_split_with_tensorflow
 from edge_build.tokenizer import encode, load_tokenizer
@@ -149,7 +149,7 @@ def export(
 
     jit_compile = warmup_batch_sizes is not None
 
-    hparams = load_hyperparameters(hparams_path)
+    hparams = trained_hyperparameters(hparams_path, train_log)
     labels = read_labels(labels_path)
     model = load_trained_model(model_source, hparams, hparams_path, vocab, len(labels), weights)
     # The vocabulary's path as given becomes part of the graph (the lookup table's shared

@@ -79,6 +79,7 @@ class ManifestInputs:
     """The shared files a target's manifest records (the target's own come from ``layout.Target``)."""
 
     data_summary: Path
+    window: Path
     train_log: Path
     weights: Path
     vocab: Path
@@ -101,6 +102,8 @@ def build_manifest(profile: TargetProfile, inputs: ManifestInputs, target: Targe
         },
         "dataset": {key: data_summary[key] for key in ("dataset", "sha256", "examples", "labels", "fractions", "seed")},
         "hyperparameters": train_log["hyperparameters"],
+        # How the window in the hyperparameters above was chosen ("auto": from the training texts' token counts).
+        "window": read_json(inputs.window),
         "training": {
             "weights_sha256": sha256_file(inputs.weights),
             "best_epoch": train_log["best_epoch"],
@@ -125,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--profile", type=Path, required=True, help="the target profile (.toml)")
     parser.add_argument("--target-dir", type=Path, required=True, help="the target's artifacts and records; manifest.json goes here (layout.Target)")
     parser.add_argument("--data-summary", type=Path, required=True, help="the data stage's summary.json")
+    parser.add_argument("--window", type=Path, required=True, help="the data report's window.json")
     parser.add_argument("--train-log", type=Path, required=True, help="train_log.json")
     parser.add_argument("--weights", type=Path, required=True, help="model.weights.h5")
     parser.add_argument("--vocab", type=Path, required=True, help="vocab.txt")
@@ -135,7 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
 def drive(args: argparse.Namespace) -> None:
     profile = read_profile(args.profile)
     target = Target(args.target_dir, profile.name)
-    record = build_manifest(profile, ManifestInputs(args.data_summary, args.train_log, args.weights, args.vocab, args.calibration_summary), target)
+    record = build_manifest(
+        profile, ManifestInputs(args.data_summary, args.window, args.train_log, args.weights, args.vocab, args.calibration_summary), target
+    )
     print(f"manifest: {len(record['artifacts'])} artifact(s) of {profile.name}, git {record['git_revision']} -> {target.manifest}")
 
 

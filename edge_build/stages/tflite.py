@@ -47,11 +47,10 @@ from edge_build.artifacts import ARTIFACTS
 from edge_build.atomic import atomic_outputs
 from edge_build.board.parity import pack_texts
 from edge_build.board.runtime import RUNTIMES
-from edge_build.config.hparams import load_hyperparameters
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
 from edge_build.isolated import run_isolated
-from edge_build.model_source import check_weights_loaded, load_trained_model
+from edge_build.model_source import check_weights_loaded, load_trained_model, trained_hyperparameters
 from edge_build.provenance import package_versions
 from edge_build.records import read_labels, read_rows
 from edge_build.runtime_envs import launcher, read_environment, unavailable
@@ -360,7 +359,7 @@ def convert(artifact: str, inputs: ConversionInputs, profile: TargetProfile, out
         )
     precision = row.precision
     model_out, report_out, logits_out = outputs
-    hparams = load_hyperparameters(inputs.hparams)
+    hparams = trained_hyperparameters(inputs.hparams, inputs.train_log)
     labels = read_labels(inputs.labels)
     model = load_trained_model(inputs.model_source, hparams, inputs.hparams, inputs.vocab, len(labels), inputs.weights)
     _, val_labels = read_split(inputs.val_records)

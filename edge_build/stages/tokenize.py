@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_build import cli
+from edge_build import cli, window
 from edge_build.atomic import atomic_outputs
 from edge_build.errors import StageError
 from edge_build.tfrecord import read_split
@@ -44,13 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--splits", type=Path, nargs="+", required=True, help="split files (.tfrecord)")
     parser.add_argument("--vocab", type=Path, required=True)
     parser.add_argument("--lower-case", action=argparse.BooleanOptionalAction, required=True)
-    parser.add_argument("--sequence-length", type=int, required=True)
+    parser.add_argument("--window", type=Path, required=True, help="the data report's window.json: the sequence length")
     parser.add_argument("--out", type=Path, nargs="+", required=True, help="one .npy per split, in the same order")
     return parser
 
 
 def drive(args: argparse.Namespace) -> None:
-    shapes = tokenize_splits(args.splits, args.vocab, args.lower_case, args.sequence_length, args.out)
+    shapes = tokenize_splits(args.splits, args.vocab, args.lower_case, window.read(args.window), args.out)
     print("tokenize: " + ", ".join(f"{path} {rows}x{length}" for path, (rows, length) in zip(args.out, shapes)))
 
 

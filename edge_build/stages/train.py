@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from edge_build import cli
+from edge_build import cli, window
 from edge_build.config.hparams import load_hyperparameters
 from edge_build.training import TrainInputs, train
 
@@ -23,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--labels", type=Path, required=True, help="labels.txt from the data stage")
     parser.add_argument("--vocab", type=Path, required=True, help="vocab.txt from the vocab stage")
     parser.add_argument("--hparams", type=Path, required=True, help="hyperparameters TOML")
+    parser.add_argument("--window", type=Path, required=True, help="the data report's window.json: the sequence length")
     parser.add_argument("--model-source", type=Path, required=True, help="Python file defining build_model()")
     parser.add_argument("--weights", type=Path, required=True, help="the model.weights.h5 to write")
     parser.add_argument("--log", type=Path, required=True, help="the train_log.json to write")
@@ -32,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def drive(args: argparse.Namespace) -> None:
-    hparams = load_hyperparameters(args.hparams).with_training(epochs=args.epochs, seed=args.seed)
+    hparams = load_hyperparameters(args.hparams).with_training(epochs=args.epochs, seed=args.seed).with_window(window.read(args.window))
     inputs = TrainInputs(args.train, args.val, args.labels, args.vocab, args.hparams, args.model_source)
     log = train(inputs, hparams, args.weights, args.log)
     print(f"train: best epoch {log['best_epoch']}/{len(log['epochs'])}, val accuracy {log['best_val_accuracy']:.4f} -> {args.weights}")
