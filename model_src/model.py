@@ -1,10 +1,28 @@
-"""The classifier: a normalized bag of WordPiece embeddings and a linear layer.
+"""The classifier: a normalized bag of WordPiece embeddings, with hashed bigrams by default, and a linear layer.
 
 edge-build calls ``build_model`` with the vocabulary size, the number of classes and
 the sequence length, plus every key of ``[model]`` in ``hparams.toml`` as a keyword
 argument, so a new hyperparameter is a new keyword argument here and a key there.
 The model takes int32 token ids ``[batch, sequence_length]`` (0 = padding) and
 returns unnormalized logits ``[batch, num_classes]``.
+
+Two kinds (``[model] kind``):
+
+- ``"ngram_bag"`` (the default): the bag below plus one embedding per pair of
+  adjacent tokens, fastText-style. A pair's id is computed inside the model from
+  the ids it already receives, with int32 arithmetic: ``left * vocab_size +
+  right`` (unique below ``vocab_size**2 < 2**31``), folded into ``ngram_buckets - 1``
+  buckets by FLOOR_MOD, plus one. A pair with a [PAD] on either side gets bucket 0,
+  whose embedding is held at zero like [PAD]'s, so padding adds nothing. The two
+  bags' sums are added before the normalization. Every
+  op is a TF Lite builtin (STRIDED_SLICE, MUL, ADD, MINIMUM, FLOOR_MOD, GATHER)
+  that tflite-runtime 2.14 and ai-edge-litert 2.3 run, and the integer ops stay
+  int32 in the full-integer INT8 model. The bigram sees short-range order ("not
+  good" is not "good"), and on Chinese, where BERT's basic tokenization makes every
+  CJK character a token, a pair of characters is most often a word.
+- ``"bag"``: the token embeddings alone: a third of the size and the fastest, and
+  blind to order. Choose it when the INT8 file must stay under a megabyte or a
+  board's latency budget is tight and the classes are told apart by words alone.
 
 Why this shape, measured on BBC News here:
 - 512 tokens, not 256: most articles are longer than 256 WordPieces, and the
@@ -15,20 +33,26 @@ Why this shape, measured on BBC News here:
   FLOAT32, INT32 and quantized UINT8"). The norm is written as ``total * total``
   and RSQRT because ``ops.normalize`` squares with SQUARE, which has no int8 kernel
   and would keep a float island in the INT8 model. The normalized sum also reached
-  the masked mean's accuracy in fewer epochs.
+  the masked mean's accuracy in fewer epochs. Its floor is 1e-4, not 1e-12: float16
+  rounds 1e-12 to zero, and an all-padding input then gave NaN on the float16 model.
 - Padding is left out by holding the [PAD] row of the embedding at zero (zero at
   initialization, and zeroed again after every update) instead of multiplying by a
   mask. Both give the same sums, but the mask's broadcast multiply over
   ``[batch, 512, 64]`` was most of the INT8 model's time: about 150 of 156 µs per
   example on tflite-runtime, and without it INT8 runs at ~2.5x the interpreter's
-  one-op floor on LiteRT (benchmarks/inference.py).
+  one-op floor on LiteRT (benchmarks/inference.py). The pairs' mask is an int32
+  multiply over ``[batch, 511]`` ids, before the lookup: a few microseconds.
 """
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 
 PAD_ID = 0
+KINDS = ("bag", "ngram_bag")
+#: ``left * vocab_size + right`` must fit in int32.
+LARGEST_PAIRED_VOCABULARY = 46340
 
 
 def zero_padding_row(embeddings):
@@ -47,28 +71,78 @@ def uniform_with_zero_padding_row(shape, dtype=None):
     return zero_padding_row(keras.initializers.RandomUniform(-0.05, 0.05)(shape, dtype))
 
 
-class NormalizedBagOfEmbeddings(keras.layers.Layer):
-    """L2-normalized sum of the token embeddings ([PAD] embeds to zero; all-padding rows give zeros)."""
+class PaddedEmbedding(keras.layers.Layer):
+    """An embedding table whose row 0 ([PAD]) is held at zero, looked up with one GATHER.
 
-    def call(self, embeddings):
-        total = ops.sum(embeddings, axis=1)
+    Not ``keras.layers.Embedding``: its lookup wraps negative ids (LESS, ADD and SELECT_V2
+    over every id), three int32 ops per lookup that ids from the tokenizer never need.
+    """
+
+    def __init__(self, rows: int, embedding_dim: int, **kwargs):
+        super().__init__(**kwargs)
+        self.rows, self.embedding_dim = rows, embedding_dim
+
+    def build(self, input_shape):
+        self.embeddings = self.add_weight(
+            shape=(self.rows, self.embedding_dim), initializer=uniform_with_zero_padding_row,
+            constraint=PaddingRowStaysZero(), name="embeddings",
+        )
+
+    def call(self, ids):
+        return tf.gather(self.embeddings, ids)
+
+    def get_config(self):
+        return {**super().get_config(), "rows": self.rows, "embedding_dim": self.embedding_dim}
+
+
+class HashedBigrams(keras.layers.Layer):
+    """Token ids ``[batch, L]`` -> bucket ids ``[batch, L - 1]`` of each adjacent pair; 0 where the pair reaches padding."""
+
+    def __init__(self, vocab_size: int, buckets: int, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size, self.buckets = vocab_size, buckets
+
+    def call(self, token_ids):
+        left, right = token_ids[:, :-1], token_ids[:, 1:]
+        # Padding is trailing: a pair with [PAD] on its left has [PAD] on its right, so the right side decides.
+        return ops.mod((left * self.vocab_size + right) * ops.minimum(right, 1), self.buckets)
+
+    def get_config(self):
+        return {**super().get_config(), "vocab_size": self.vocab_size, "buckets": self.buckets}
+
+
+class NormalizedBagOfEmbeddings(keras.layers.Layer):
+    """L2-normalized sum of every bag's embeddings ([PAD] embeds to zero; all-padding rows give zeros)."""
+
+    def call(self, bags):
+        total = ops.sum(bags[0], axis=1)
+        for bag in bags[1:]:
+            total = total + ops.sum(bag, axis=1)
         squared_norm = ops.sum(total * total, axis=-1, keepdims=True)
-        return total * ops.rsqrt(ops.maximum(squared_norm, 1e-12))
+        return total * ops.rsqrt(ops.maximum(squared_norm, 1e-4))
 
 
 def build_model(
     vocab_size: int,
     num_classes: int,
     sequence_length: int,
+    kind: str = "ngram_bag",
     embedding_dim: int = 64,
+    ngram_buckets: int = 16384,
     dropout: float = 0.3,
 ) -> keras.Model:
+    if kind not in KINDS:
+        raise ValueError(f"kind = {kind!r}: expected one of {', '.join(KINDS)}")
     token_ids = keras.Input(shape=(sequence_length,), dtype="int32", name="input_ids")
-    embeddings = keras.layers.Embedding(
-        vocab_size, embedding_dim, embeddings_initializer=uniform_with_zero_padding_row,
-        embeddings_constraint=PaddingRowStaysZero(), name="embedding",
-    )(token_ids)
-    pooled = NormalizedBagOfEmbeddings(name="bag_of_embeddings")(embeddings)
+    bags = [PaddedEmbedding(vocab_size, embedding_dim, name="embedding")(token_ids)]
+    if kind == "ngram_bag":
+        if vocab_size > LARGEST_PAIRED_VOCABULARY:
+            raise ValueError(f"kind = 'ngram_bag' pairs token ids in int32: vocab_size must be at most {LARGEST_PAIRED_VOCABULARY}, not {vocab_size}")
+        if ngram_buckets < 2:
+            raise ValueError(f"ngram_buckets = {ngram_buckets}: must be at least 2 (bucket 0 is padding's)")
+        bigram_ids = HashedBigrams(vocab_size, ngram_buckets, name="bigram_ids")(token_ids)
+        bags.append(PaddedEmbedding(ngram_buckets, embedding_dim, name="bigram_embedding")(bigram_ids))
+    pooled = NormalizedBagOfEmbeddings(name="bag_of_embeddings")(bags)
     pooled = keras.layers.Dropout(dropout, name="dropout")(pooled)
     logits = keras.layers.Dense(num_classes, name="logits")(pooled)
     return keras.Model(token_ids, logits, name="text_classifier")
