@@ -1,0 +1,56 @@
+"""The window ([tokenizer] sequence_length): "auto" sizes it from the training texts, a number is kept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from edge_build import window
+from edge_build.corpus import SPLITS
+from edge_build.errors import StageError
+from edge_build.stages import data_report
+
+
+@pytest.mark.parametrize(
+    "lengths, expected",
+    [
+        ([31] * 99 + [900], 32),  # the longest 1% may be cut
+        ([31] * 98 + [33, 900], 64),  # 99% must fit whole: 33 tokens need 64
+        ([3] * 50, 16),  # never below the smallest window
+        ([2000] * 10, 512),  # never above the largest
+        ([], 16),
+    ],
+)
+def test_auto_takes_the_smallest_power_of_two_that_holds_99_percent(lengths, expected):
+    chosen = window.choose(window.AUTO, lengths)
+    assert chosen["sequence_length"] == expected and chosen["setting"] == "auto" and chosen["bounds"] == [16, 512]
+
+
+def test_a_number_is_kept_and_its_coverage_recorded():
+    chosen = window.choose(100, [50, 150, 90, 100])
+    assert chosen == {"sequence_length": 100, "setting": 100, "train_texts": 4, "train_share_whole": 0.75}
+
+
+@pytest.mark.parametrize(
+    "text, message", [("not json", "not the data report's window record"), ('{"other": 1}', "KeyError"), ('{"sequence_length": 0}', "not 0")]
+)
+def test_a_bad_window_file_is_one_line_naming_it(tmp_path: Path, text: str, message: str):
+    path = tmp_path / "window.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(StageError, match=message) as raised:
+        window.read(path)
+    assert str(path) in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_the_data_report_writes_the_window_it_chose(tiny_build, tmp_path: Path):
+    layout = tiny_build["layout"]
+    out = tuple(tmp_path / name for name in ("report.md", "report.json", "window.json"))
+    splits = {split: layout.data.split(split) for split in SPLITS}
+    record = data_report.build_data_report(splits, layout.data.summary, layout.vocab, True, "auto", out)
+    chosen = json.loads(out[2].read_text(encoding="utf-8"))
+    # The tiny texts are 9 to 31 words, and a 200-token vocabulary splits many words into WordPieces: more than 32 tokens.
+    assert chosen["sequence_length"] == record["sequence_length"] == window.read(out[2]) == 64
+    assert chosen["train_share_whole"] >= 0.99 and record["splits"]["train"]["truncated_share"] <= 0.01
+    assert "sized from the data" in out[0].read_text(encoding="utf-8")
