@@ -12,6 +12,14 @@ Why: a model pays for every position of its window, padding included (the
 lookups, the sums, the ids on disk and on the board). Tweets have a median of
 about 31 tokens, and a fixed 512 made each of them cost sixteen times what it
 needs; BBC News articles are longer than 512 tokens, so they keep 512.
+
+Why 95%, not 99%: the INT8 model sums a text's embeddings into one int8 tensor
+whose scale is set by the longest calibration texts, so the shortest texts keep
+the fewest levels, and a long tail of long texts costs the short ones precision.
+On Chinese reviews (median 46 tokens, 95% within 188, 99% within 324) the trained
+model's INT8 top-1 agreement on validation was 0.987 at 512 tokens (99%), 0.991
+at 256 (95%) and 0.996 at 128, while its float accuracy moved by 0.06 points from
+512 to 256.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from edge_build.errors import StageError
 AUTO = "auto"
 SMALLEST, LARGEST = 16, 512
 #: The share of training texts whose every token fits in the window "auto" picks.
-COVERAGE = 0.99
+COVERAGE = 0.95
 
 
 def choose(setting: int | str, train_lengths: list[int]) -> dict:

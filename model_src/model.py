@@ -9,24 +9,45 @@ returns unnormalized logits ``[batch, num_classes]``.
 Two kinds (``[model] kind``):
 
 - ``"ngram_bag"`` (the default): the bag below plus one embedding per pair of
-  adjacent tokens, fastText-style. A pair's id is computed inside the model from
-  the ids it already receives, with int32 arithmetic: ``left * vocab_size +
-  right`` (unique below ``vocab_size**2 < 2**31``), folded into ``ngram_buckets - 1``
-  buckets by FLOOR_MOD, plus one. A pair with a [PAD] on either side gets bucket 0,
-  whose embedding is held at zero like [PAD]'s, so padding adds nothing. The two
-  bags' sums are added before the normalization. Every
-  op is a TF Lite builtin (STRIDED_SLICE, MUL, ADD, MINIMUM, FLOOR_MOD, GATHER)
-  that tflite-runtime 2.14 and ai-edge-litert 2.3 run, and the integer ops stay
-  int32 in the full-integer INT8 model. The bigram sees short-range order ("not
-  good" is not "good"), and on Chinese, where BERT's basic tokenization makes every
-  CJK character a token, a pair of characters is most often a word.
-- ``"bag"``: the token embeddings alone: a third of the size and the fastest, and
-  blind to order. Choose it when the INT8 file must stay under a megabyte or a
-  board's latency budget is tight and the classes are told apart by words alone.
+  adjacent tokens among the first ``ngram_window`` (128), fastText-style. A pair's
+  bucket is computed inside the model from the ids it already receives, in int32:
+  ``(left * vocab_size + right) * min(right, 1)`` modulo ``ngram_buckets`` (the pair
+  id is unique below ``vocab_size**2 < 2**31``). Padding is trailing, so a pair that
+  reaches it has [PAD] on its right, multiplies to 0 and lands in bucket 0, whose
+  embedding is held at zero like [PAD]'s: padding adds nothing (a real pair that
+  hashes to 0 is lost, 1 in ``ngram_buckets``). The two bags' sums are added before
+  the normalization. Every op is a TF Lite builtin that tflite-runtime 2.14 and
+  ai-edge-litert 2.3 run (STRIDED_SLICE, MUL, ADD, MINIMUM, FLOOR_MOD, GATHER, SUM),
+  and the integer ops stay int32 in the full-integer INT8 model. A pair sees
+  short-range order ("not good" is not "good"), and on Chinese, where BERT's basic
+  tokenization makes every CJK character a token, a pair of characters is most
+  often a word.
+- ``"bag"``: the token embeddings alone: a fifth of the INT8 size, a third of its
+  latency, and blind to order. Choose it for a tight size or latency budget when
+  the classes are told apart by words alone.
+
+What decided it, on the validation splits only (``benchmarks/README.md`` has the
+test figures of the build itself):
+- Accuracy, ``ngram_bag`` against ``bag``: BBC News 0.978 vs 0.969; movie-review
+  snippets 0.774 vs 0.756; Chinese reviews 0.834 vs 0.813 (classical baseline
+  0.806 and 0.852 on the last two: both kinds trail it there).
+- Buckets: on Chinese reviews 16,384 gave 0.813 and 28,672 gave 0.834; the INT8
+  file is ``(vocab_size + ngram_buckets) * embedding_dim`` bytes and more, 2.3 MB on
+  BBC News (the goal is 2.5 MB), so 28,672.
+- ``ngram_window``: INT8 at batch 1 on ai-edge-litert, BBC News's 512 tokens: the
+  bag 3.4 µs, pairs over all 511 positions 14.7 µs, over the first 128 9.4 µs
+  (fastest of 7 rounds); pairs over 256 positions instead of 128 gained 0.4 points
+  on Chinese reviews.
+- Tried and not kept: learning rates 0.0005-0.002 (the best epoch is the first in
+  every run, as at 0.005), dropout 0.5, dropout on the embeddings (elementwise +0.4
+  points on Chinese, whole tokens -1.5 on movie snippets), 32 dimensions with 65,536
+  buckets, trigrams in the same table (-2 points on Chinese), and a mean or
+  square-root-of-count pooling instead of the normalization (no better).
 
 Why this shape, measured on BBC News here:
 - 512 tokens, not 256: most articles are longer than 256 WordPieces, and the
-  longer window gained about two points of test accuracy.
+  longer window gained about two points of test accuracy (``sequence_length =
+  "auto"`` gives them 512; ``edge_build/window.py``).
 - The sum of the non-padding embeddings is L2-normalized instead of divided by the
   token count: a masked mean needs a DIV, which full-integer conversion quantizes
   to int8, and tflite-runtime 2.14 has no int8 DIV kernel ("Div only supports
@@ -41,7 +62,7 @@ Why this shape, measured on BBC News here:
   ``[batch, 512, 64]`` was most of the INT8 model's time: about 150 of 156 µs per
   example on tflite-runtime, and without it INT8 runs at ~2.5x the interpreter's
   one-op floor on LiteRT (benchmarks/inference.py). The pairs' mask is an int32
-  multiply over ``[batch, 511]`` ids, before the lookup: a few microseconds.
+  multiply over ``[batch, 127]`` ids, before the lookup.
 """
 
 import keras
@@ -128,7 +149,8 @@ def build_model(
     sequence_length: int,
     kind: str = "ngram_bag",
     embedding_dim: int = 64,
-    ngram_buckets: int = 16384,
+    ngram_buckets: int = 28672,
+    ngram_window: int = 128,
     dropout: float = 0.3,
 ) -> keras.Model:
     if kind not in KINDS:
@@ -140,7 +162,11 @@ def build_model(
             raise ValueError(f"kind = 'ngram_bag' pairs token ids in int32: vocab_size must be at most {LARGEST_PAIRED_VOCABULARY}, not {vocab_size}")
         if ngram_buckets < 2:
             raise ValueError(f"ngram_buckets = {ngram_buckets}: must be at least 2 (bucket 0 is padding's)")
-        bigram_ids = HashedBigrams(vocab_size, ngram_buckets, name="bigram_ids")(token_ids)
+        if ngram_window < 2:
+            raise ValueError(f"ngram_window = {ngram_window}: must be at least 2 (a pair)")
+        # Pairs of the first ngram_window tokens only: their cost grows with it, and a long text's topic is in its words.
+        leading = token_ids[:, :ngram_window] if ngram_window < sequence_length else token_ids
+        bigram_ids = HashedBigrams(vocab_size, ngram_buckets, name="bigram_ids")(leading)
         bags.append(PaddedEmbedding(ngram_buckets, embedding_dim, name="bigram_embedding")(bigram_ids))
     pooled = NormalizedBagOfEmbeddings(name="bag_of_embeddings")(bags)
     pooled = keras.layers.Dropout(dropout, name="dropout")(pooled)
