@@ -247,7 +247,7 @@ def table(results: dict) -> str:
                 "model",
                 "test accuracy [95% CI]",
                 "macro F1",
-                "vs baseline (McNemar)",
+                "model minus baseline (McNemar: only the model right vs only the baseline)",
                 "INT8 size",
                 *(f"INT8 p50 µs {r}" for r in RUNTIMES),
                 "training",

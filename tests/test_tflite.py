@@ -177,9 +177,14 @@ class RunningProduct(keras.layers.Layer):
         return tf.math.cumprod(x, axis=-1)  # no TF Lite builtin: needs Flex
 
 
+# Keras keys a layer's weights by its class's name: this one takes the trained model's token embeddings.
+class PaddedEmbedding(keras.layers.Embedding):
+    pass
+
+
 def build_model(vocab_size, num_classes, sequence_length, embedding_dim=8, dropout=0.0):
     ids = keras.Input((sequence_length,), dtype="int32", name="input_ids")
-    x = keras.layers.Embedding(vocab_size, embedding_dim, name="embedding")(ids)
+    x = PaddedEmbedding(vocab_size, embedding_dim, name="embedding")(ids)
     x = RunningProduct()(x)
     x = keras.layers.GlobalAveragePooling1D()(x)
     return keras.Model(ids, keras.layers.Dense(num_classes, name="logits")(x))

@@ -67,7 +67,7 @@ def test_an_unknown_model_hyperparameter_names_what_build_model_accepts(tiny_bui
     with pytest.raises(ConfigError) as caught:
         retrain(tiny_build, tmp_path / "bad", hparams_path)
     assert str(caught.value) == (
-        f"{hparams_path}: unknown key 'model.layers' (build_model() in {REPO / 'model_src' / 'model.py'} accepts: embedding_dim, dropout)"
+        f"{hparams_path}: unknown key 'model.layers' (build_model() in {REPO / 'model_src' / 'model.py'} accepts: kind, embedding_dim, ngram_buckets, ngram_window, dropout)"
     )
     assert not (tmp_path / "bad").exists()
 
