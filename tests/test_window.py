@@ -54,3 +54,17 @@ def test_the_data_report_writes_the_window_it_chose(tiny_build, tmp_path: Path):
     assert chosen["sequence_length"] == record["sequence_length"] == window.read(out[2]) == 64
     assert chosen["train_share_whole"] >= 0.99 and record["splits"]["train"]["truncated_share"] <= 0.01
     assert "sized from the data" in out[0].read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "value, message", [('"long"', "must be 'auto' or a whole number, not 'long'"), ("0", "must be greater than 0"), ("true", "not True")]
+)
+def test_a_bad_sequence_length_names_the_file_and_what_is_allowed(tmp_path: Path, value: str, message: str):
+    from edge_build.config.hparams import load_hyperparameters
+    from edge_build.errors import ConfigError
+
+    path = tmp_path / "hparams.toml"
+    path.write_text(f"[tokenizer]\nsequence_length = {value}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=message) as raised:
+        load_hyperparameters(path)
+    assert str(raised.value).startswith(f"{path}: key 'tokenizer.sequence_length'")
