@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from edge_build import window
 from edge_build.config.hparams import Hyperparameters, load_hyperparameters
 from edge_build.errors import ConfigError, StageError
 
@@ -62,9 +63,7 @@ def trained_hyperparameters(hparams_path: Path, train_log: Path) -> Hyperparamet
         sequence_length = json.loads(train_log.read_text(encoding="utf-8"))["hyperparameters"]["tokenizer"]["sequence_length"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise StageError(f"{train_log}: no trained sequence length ({exc.__class__.__name__}: {exc}); run scons again") from None
-    if not isinstance(sequence_length, int) or isinstance(sequence_length, bool) or sequence_length <= 0:
-        raise StageError(f"{train_log}: the trained sequence length must be a whole number above 0, not {sequence_length!r}")
-    return load_hyperparameters(hparams_path).with_window(sequence_length)
+    return load_hyperparameters(hparams_path).with_window(window.checked_length(sequence_length, train_log))
 
 
 def load_trained_model(model_path: Path, hparams: Hyperparameters, hparams_path: Path, vocab: Path, num_classes: int, weights: Path):

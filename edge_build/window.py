@@ -60,6 +60,11 @@ def read(path: Path | str) -> int:
         length = json.loads(Path(path).read_text(encoding="utf-8"))["sequence_length"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise StageError(f"{path}: not the data report's window record ({exc.__class__.__name__}: {exc}); run scons again") from None
+    return checked_length(length, path)
+
+
+def checked_length(length, source: Path | str) -> int:
+    """``length`` as read from ``source`` (a window record, a train log), if it is a whole number above 0."""
     if not isinstance(length, int) or isinstance(length, bool) or length <= 0:
-        raise StageError(f"{path}: sequence_length must be a whole number above 0, not {length!r}")
+        raise StageError(f"{source}: sequence_length must be a whole number above 0, not {length!r}")
     return length

@@ -68,3 +68,16 @@ def test_a_bad_sequence_length_names_the_file_and_what_is_allowed(tmp_path: Path
     with pytest.raises(ConfigError, match=message) as raised:
         load_hyperparameters(path)
     assert str(raised.value).startswith(f"{path}: key 'tokenizer.sequence_length'")
+
+
+@pytest.mark.parametrize("log", ['{"hyperparameters": {"tokenizer": {"sequence_length": "auto"}}}', "{}"])
+def test_a_train_log_without_a_trained_window_is_one_line_naming_it(tmp_path: Path, log: str):
+    from conftest import REPO
+
+    from edge_build.model_source import trained_hyperparameters
+
+    train_log = tmp_path / "train_log.json"
+    train_log.write_text(log, encoding="utf-8")
+    with pytest.raises(StageError, match="sequence") as raised:
+        trained_hyperparameters(REPO / "model_src" / "hparams.toml", train_log)
+    assert str(raised.value).startswith(str(train_log)) and "\n" not in str(raised.value)
