@@ -74,6 +74,7 @@ PAD_ID = 0
 KINDS = ("bag", "ngram_bag")
 #: ``left * vocab_size + right`` must fit in int32.
 LARGEST_PAIRED_VOCABULARY = 46340
+INT32_MAX = 2**31 - 1
 
 
 def zero_padding_row(embeddings):
@@ -143,6 +144,12 @@ class NormalizedBagOfEmbeddings(keras.layers.Layer):
         return total * ops.rsqrt(ops.maximum(squared_norm, 1e-4))
 
 
+def require_whole_number(name: str, value, smallest: int, largest: int | None = None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < smallest or (largest is not None and value > largest):
+        allowed = f"from {smallest} to {largest}" if largest is not None else f"of {smallest} or more"
+        raise ValueError(f"{name} = {value!r}: must be a whole number {allowed}")
+
+
 def build_model(
     vocab_size: int,
     num_classes: int,
@@ -160,10 +167,8 @@ def build_model(
     if kind == "ngram_bag":
         if vocab_size > LARGEST_PAIRED_VOCABULARY:
             raise ValueError(f"kind = 'ngram_bag' pairs token ids in int32: vocab_size must be at most {LARGEST_PAIRED_VOCABULARY}, not {vocab_size}")
-        if ngram_buckets < 2:
-            raise ValueError(f"ngram_buckets = {ngram_buckets}: must be at least 2 (bucket 0 is padding's)")
-        if ngram_window < 2:
-            raise ValueError(f"ngram_window = {ngram_window}: must be at least 2 (a pair)")
+        require_whole_number("ngram_buckets", ngram_buckets, 2, INT32_MAX)  # bucket 0 is padding's; FLOOR_MOD runs in int32
+        require_whole_number("ngram_window", ngram_window, 2)  # a pair
         # Pairs of the first ngram_window tokens only: their cost grows with it, and a long text's topic is in its words.
         leading = token_ids[:, :ngram_window] if ngram_window < sequence_length else token_ids
         bigram_ids = HashedBigrams(vocab_size, ngram_buckets, name="bigram_ids")(leading)

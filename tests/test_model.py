@@ -97,3 +97,18 @@ def test_the_bigram_ids_stay_within_int32_and_the_buckets():
     assert pairs.min() >= 0 and pairs.max() < 1000 and pairs[0, 2] == 0
     with pytest.raises(ValueError, match="vocab_size must be at most 46340"):
         builder(vocab_size=46341, num_classes=2, sequence_length=4)
+
+
+@pytest.mark.parametrize(
+    "keywords, message",
+    [
+        ({"ngram_buckets": 1}, "ngram_buckets = 1: must be a whole number from 2 to 2147483647"),
+        ({"ngram_buckets": 2.5}, "ngram_buckets = 2.5: must be a whole number from 2 to 2147483647"),
+        ({"ngram_buckets": 3_000_000_000}, "ngram_buckets = 3000000000: must be a whole number from 2 to 2147483647"),
+        ({"ngram_buckets": True}, "ngram_buckets = True: must be a whole number"),
+        ({"ngram_window": 1.5}, "ngram_window = 1.5: must be a whole number of 2 or more"),
+    ],
+)
+def test_pair_settings_the_model_cannot_take_are_refused_before_anything_is_allocated(keywords: dict, message: str):
+    with pytest.raises(ValueError, match=message):
+        load_builder(MODEL)(vocab_size=100, num_classes=2, sequence_length=16, **keywords)
