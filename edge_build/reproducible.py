@@ -35,9 +35,9 @@ STATUSES = ("identical", "located", "measured", "differs", "only in one build")
 REPRODUCED = STATUSES[:3]
 #: Rendered from measurements only.
 MEASURED_FILES = ("report.md", "latency.png")
-#: Not outputs of the inputs: SCons's own database, provisioned runtime environments (downloaded),
+#: Not outputs of the inputs: SCons's own database and the dataset digest's memo, provisioned runtime environments (downloaded),
 #: the stages' logs (wall times, TensorFlow's timestamps) and this check's own work.
-SKIPPED = re.compile(r"(^|/)\.sconsign[^/]*$|^runtime-envs/|^logs/|^reproducibility(/|\.json$)")
+SKIPPED = re.compile(r"(^|/)\.sconsign[^/]*$|^\.dataset-digest\.json$|^runtime-envs/|^logs/|^reproducibility(/|\.json$)")
 
 
 def json_differences(first, second, path: str = "") -> list[str]:

@@ -7,7 +7,11 @@ milliseconds: a no-op ``scons`` must not pay for TensorFlow, or even numpy.
 from __future__ import annotations
 
 import ast
+import functools
+import hashlib
 import importlib.util
+import json
+import os
 import re
 from pathlib import Path
 
@@ -17,27 +21,63 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 _MODULE_STRING = re.compile(r"edge_build(?:\.\w+)+")
 
 
-def dataset_files(dataset: str) -> list[Path]:
-    """The files whose content decides the data stage's output (empty when the dataset is missing).
+def dataset_root(dataset: str) -> Path | None:
+    """The file or folder a dataset names (None when it is missing).
 
     The embedded corpus is located without importing its package, which would load it all.
     """
     if dataset.startswith(EMBEDDED_PREFIX):
         name = dataset[len(EMBEDDED_PREFIX) :]
         if name not in EMBEDDED:
-            return []
+            return None
         package, folder = EMBEDDED[name]
         spec = importlib.util.find_spec(package)
         if spec is None or not spec.submodule_search_locations:
-            return []
-        root = Path(list(spec.submodule_search_locations)[0]) / folder
-    else:
-        root = Path(dataset)
+            return None
+        return Path(list(spec.submodule_search_locations)[0]) / folder
+    return Path(dataset)
+
+
+def dataset_files(root: Path | None) -> list[Path]:
+    """The files whose content decides the data stage's output (empty when the dataset is missing)."""
+    if root is None or not (root.is_file() or root.is_dir()):
+        return []
     if root.is_file():
         return [root]
-    if not root.is_dir():
-        return []
     return sorted(p for p in root.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts))
+
+
+def dataset_digest(dataset: str, memo: Path) -> str:
+    """SHA-256 of the dataset's file names (relative to it) and contents: the data stage's one source.
+
+    One value instead of a node per file: BBC News's 2,225 files were most of the nodes a
+    no-op ``scons`` visits. ``memo`` keeps the last digest with each file's size and mtime,
+    so an untouched dataset is only listed and stat'ed; anything else about it (or a memo
+    that is missing or unreadable) reads every file again.
+    """
+    root = dataset_root(dataset)
+    files = dataset_files(root)
+    stats = [[p.relative_to(root).as_posix() if p != root else p.name, *_size_and_mtime(p)] for p in files]
+    try:
+        remembered = json.loads(memo.read_text(encoding="utf-8"))
+        if remembered["dataset"] == dataset and remembered["files"] == stats and isinstance(remembered["sha256"], str):
+            return remembered["sha256"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    digest = hashlib.sha256()
+    for (name, *_), path in zip(stats, files):
+        for part in (name.encode("utf-8"), path.read_bytes()):
+            digest.update(len(part).to_bytes(8, "big") + part)
+    memo.parent.mkdir(parents=True, exist_ok=True)
+    temporary = memo.with_name(f"{memo.name}.{os.getpid()}.tmp")
+    temporary.write_text(json.dumps({"dataset": dataset, "files": stats, "sha256": digest.hexdigest()}), encoding="utf-8")
+    os.replace(temporary, memo)
+    return digest.hexdigest()
+
+
+def _size_and_mtime(path: Path) -> tuple[int, int]:
+    status = path.stat()
+    return status.st_size, status.st_mtime_ns
 
 
 def module_file(module: str) -> Path | None:
@@ -58,7 +98,10 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported_modules(path: Path) -> set[str]:
+# One parse per module per run: the stages share most of their modules, and parsing them again
+# for each stage was half of a no-op ``scons`` (316 parses of ~60 files).
+@functools.cache
+def imported_modules(path: Path) -> frozenset[str]:
     """The edge_build modules ``path`` imports (absolute or relative, at any depth) or runs (``-m edge_build.x`` strings)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     inside = path.resolve().is_relative_to(PACKAGE_DIR)
@@ -78,7 +121,7 @@ def imported_modules(path: Path) -> set[str]:
             found.update(f"{base}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_STRING.fullmatch(node.value):
             found.add(node.value)
-    return {module for module in found if module_file(module) is not None}
+    return frozenset(module for module in found if module_file(module) is not None)
 
 
 def stage_code(stage: str) -> list[Path]:
