@@ -40,6 +40,36 @@ seed = 7
 shuffle_buffer = 64
 """
 
+#: Fixtures that train, convert, provision a runtime environment, start a server or run the real build:
+#: a test that uses one (directly or through another fixture) belongs to the full suite only.
+FULL_SUITE_FIXTURES = frozenset({"tiny_build", "runtime_envs", "ssh_server", "project", "resumed_build"})
+FULL_SUITE_MARKERS = ("slow", "emulation")
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--full", action="store_true", help="run the full suite: also the tests marked slow or emulation (trained models, conversions, runtimes)"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects: `pytest --full -m "slow or emulation"` runs what plain pytest leaves out
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if FULL_SUITE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+    if config.getoption("--full"):
+        return
+    full_only = [item for item in items if any(item.get_closest_marker(name) for name in FULL_SUITE_MARKERS)]
+    if full_only:
+        config.hook.pytest_deselected(items=full_only)
+        leaving = set(full_only)
+        items[:] = [item for item in items if item not in leaving]
+
+
+def pytest_report_header(config):
+    if not config.getoption("--full"):
+        return "fast suite: tests marked slow or emulation are deselected (run them with --full)"
+
 
 def make_text(label: str, rng: random.Random) -> str:
     words = CLASS_WORDS[label].split() * 2 + SHARED_WORDS.split()

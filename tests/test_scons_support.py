@@ -66,5 +66,9 @@ def test_the_digest_does_not_depend_on_where_the_dataset_lies(corpus: Path, tmp_
 def test_a_single_file_and_a_missing_dataset(tmp_path: Path):
     csv = tmp_path / "data.csv"
     csv.write_text("text,label\nhi,a\n", encoding="utf-8")
-    assert scons_support.dataset_digest(str(csv), tmp_path / "memo.json") != scons_support.dataset_digest(str(tmp_path / "none.csv"), tmp_path / "memo.json")
-    assert scons_support.dataset_digest("embedded:unknown", tmp_path / "memo.json") == scons_support.dataset_digest(str(tmp_path / "none"), tmp_path / "memo.json")
+    assert scons_support.dataset_digest(str(csv), tmp_path / "memo.json") != scons_support.dataset_digest(
+        str(tmp_path / "none.csv"), tmp_path / "memo.json"
+    )
+    assert scons_support.dataset_digest("embedded:unknown", tmp_path / "memo.json") == scons_support.dataset_digest(
+        str(tmp_path / "none"), tmp_path / "memo.json"
+    )
