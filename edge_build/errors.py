@@ -4,7 +4,8 @@ EdgeBuildError          base class; ``cli.run`` turns it into ``error: <message>
 ├── ConfigError         a TOML file (target profile, hyperparameters) is malformed or invalid
 ├── DatasetError        the dataset cannot be read, is not text, or cannot be split
 └── StageError          a stage's inputs are inconsistent or its result failed a check
-    └── QualityGateError  the reference model does not clear the baselines on the test split
+    ├── QualityGateError  the reference model does not clear the baselines on the test split
+    └── BoardFault        a board could not be checked: unreachable, refused, missing software, crashed, too slow (ssh.py)
 
 Messages name the file (and key or value) and what is allowed.  Anything else
 that escapes a stage is a bug in edge-build and keeps its traceback.

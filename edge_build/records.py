@@ -12,8 +12,6 @@ import numpy as np
 
 from edge_build.errors import StageError
 
-FEATURES = ("text", "label")
-
 
 def feature_spec():
     import tensorflow as tf
