@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import REPO, TINY_HPARAMS
 
@@ -87,7 +88,8 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 """
 
 
-def train_in_a_new_process(tiny_build, out: Path, strategy: str, prelude: str = "", env: dict | None = None) -> dict:
+def start_training(tiny_build, out: Path, strategy: str, prelude: str = "", env: dict | None = None) -> subprocess.Popen:
+    """The train stage in a process of its own, writing into ``out``."""
     hparams_path = out / "hparams.toml"
     out.mkdir(parents=True)
     hparams_path.write_text(tiny_build["hparams"].read_text().replace("[training]", f'[training]\nstrategy = "{strategy}"'), encoding="utf-8")
@@ -112,16 +114,46 @@ def train_in_a_new_process(tiny_build, out: Path, strategy: str, prelude: str = 
         "--log",
         out / "train_log.json",
     ]
-    result = subprocess.run(
+    return subprocess.Popen(
         [sys.executable, "-c", prelude + TRAIN_STAGE, *map(str, arguments)],
         cwd=REPO,
         env={**os.environ, **(env or {})},
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=300,
     )
-    assert result.returncode == 0, result.stderr[-3000:]
+
+
+def finished(process: subprocess.Popen) -> str:
+    """Its stdout, once it has exited 0."""
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stderr[-3000:]
+    return stdout
+
+
+def train_in_a_new_process(tiny_build, out: Path, strategy: str, prelude: str = "", env: dict | None = None) -> dict:
+    finished(start_training(tiny_build, out, strategy, prelude, env))
     return json.loads((out / "train_log.json").read_text())
+
+
+def free_ports(count: int) -> list[int]:
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("localhost", 0))
+        return [probe.getsockname()[1] for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
+
+
+def saved_weights(path: Path) -> list:
+    import h5py
+
+    with h5py.File(path, "r") as weights:
+        arrays = []
+        weights.visititems(lambda name, item: arrays.append((name, item[()])) if isinstance(item, h5py.Dataset) else None)
+    return arrays
 
 
 def test_mirrored_training_on_two_devices_follows_the_one_device_run(tiny_build, tmp_path: Path):
@@ -136,13 +168,37 @@ def test_mirrored_training_on_two_devices_follows_the_one_device_run(tiny_build,
 
 
 def test_a_one_worker_cluster_from_tf_config_trains_as_one_device(tiny_build, tmp_path: Path):
-    with socket.socket() as probe:
-        probe.bind(("localhost", 0))
-        port = probe.getsockname()[1]
-    tf_config = {"cluster": {"worker": [f"localhost:{port}"]}, "task": {"type": "worker", "index": 0}}
+    tf_config = {"cluster": {"worker": [f"localhost:{port}" for port in free_ports(1)]}, "task": {"type": "worker", "index": 0}}
     log = train_in_a_new_process(tiny_build, tmp_path / "cluster", "multi_worker_mirrored", env={"TF_CONFIG": json.dumps(tf_config)})
     assert (log["strategy"], log["replicas"]) == ("multi_worker_mirrored", 1)
     assert (tmp_path / "cluster" / "model.weights.h5").read_bytes() == tiny_build["weights"].read_bytes()
+
+
+def test_two_workers_on_localhost_train_in_lockstep_and_the_chief_ends_where_one_device_does(tiny_build, tmp_path: Path):
+    """Each worker takes half of every global batch and the gradients are summed across them:
+    the same steps as one device, with only float rounding between them (the order of the sums)."""
+    cluster = {"worker": [f"localhost:{port}" for port in free_ports(2)]}
+    workers = [
+        start_training(
+            tiny_build,
+            tmp_path / f"worker{index}",
+            "multi_worker_mirrored",
+            env={"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})},
+        )
+        for index in (0, 1)
+    ]
+    outputs = [finished(worker) for worker in workers]
+    assert "worker 1 is not the chief" in outputs[1]
+    assert not (tmp_path / "worker1" / "model.weights.h5").exists() and not (tmp_path / "worker1" / "train_log.json").exists()
+    log = json.loads((tmp_path / "worker0" / "train_log.json").read_text())
+    one_device = json.loads(tiny_build["train_log"].read_text())
+    assert (log["strategy"], log["replicas"], log["steps"]) == ("multi_worker_mirrored", 2, one_device["steps"])
+    for key in ("loss", "val_loss", "val_accuracy"):
+        assert [e[key] for e in log["epochs"]] == pytest.approx([e[key] for e in one_device["epochs"]], abs=1e-4)
+    chief, reference = saved_weights(tmp_path / "worker0" / "model.weights.h5"), saved_weights(tiny_build["weights"])
+    assert [name for name, _ in chief] == [name for name, _ in reference]
+    for (name, ours), (_, theirs) in zip(chief, reference):
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-4, err_msg=name)
 
 
 def test_a_malformed_tf_config_is_named(monkeypatch):
