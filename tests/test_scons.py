@@ -20,8 +20,15 @@ import pytest
 from conftest import REPO, TINY_HPARAMS, TINY_PROFILE, with_litert, write_profile, write_tiny_dataset
 
 from edge_build import reproducible
+from edge_build.artifacts import ARTIFACTS
+from edge_build.board.runtime import RUNTIMES
+from edge_build.config.loading import tomllib
 from edge_build.layout import Layout
 from edge_build.saved_model import files as saved_model_files
+
+#: The tiny profile's artifacts in its order, and the conversion stages they take (each TF Lite model is a stage of its own).
+TINY_ARTIFACTS = tomllib.loads(TINY_PROFILE)["artifacts"]
+TINY_CONVERSIONS = [name for name in TINY_ARTIFACTS if ARTIFACTS[name].kind == "tflite"]
 
 pytestmark = pytest.mark.slow
 SCONS = [sys.executable, "-m", "SCons"]
@@ -121,9 +128,7 @@ def test_a_clean_build_runs_every_stage_and_reports(project):
             "baseline",
             "quality",
             "calibrate",
-            "tflite_fp32",
-            "tflite_fp16",
-            "tflite_int8",
+            *TINY_CONVERSIONS,
             "tokenize",
             "reference_logits",
             "runtime_env",
@@ -159,7 +164,7 @@ def test_a_clean_build_runs_every_stage_and_reports(project):
         assert (build / "tiny" / name).is_file()
     assert (build / "calibration" / "representative.npy").is_file()
     evaluation = json.loads((build / "tiny" / "eval.json").read_text())
-    assert list(evaluation["artifacts"]) == ["saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_fp16", "tflite_int8"]
+    assert list(evaluation["artifacts"]) == TINY_ARTIFACTS
     # What each stage did is in its log; the console has TensorFlow's start-up lines nowhere.
     assert "== tiny: test split, 6 examples, 3 classes ==" in output_of(result, "report")
     assert "quality: passed; reference test accuracy" in output_of(result, "quality")
@@ -317,9 +322,7 @@ RETRAINED = [
     "export",
     "reference_logits",
     "quality",
-    "tflite_fp32",
-    "tflite_fp16",
-    "tflite_int8",
+    *TINY_CONVERSIONS,
     "runtime_check",
     "xla_check",
     "report",
@@ -478,11 +481,12 @@ def test_a_missing_dataset_is_named(tmp_path: Path):
 
 
 def test_target_list_and_unknown_targets():
+    profiles = sorted(path.stem for path in (REPO / "targets").glob("*.toml"))
     listed = scons("target=list")
-    assert [line.split()[0] for line in listed.stdout.splitlines()] == ["arm64", "arm64-trixie", "gateway", "gpu", "host"]
+    assert [line.split()[0] for line in listed.stdout.splitlines()] == profiles
     unknown = scons("target=nope", check=False)
     assert unknown.returncode == 2
-    assert "unknown target 'nope': no targets/nope.toml (available: arm64, arm64-trixie, gateway, gpu, host)" in unknown.stderr
+    assert f"unknown target 'nope': no targets/nope.toml (available: {', '.join(profiles)})" in unknown.stderr
 
 
 @pytest.mark.parametrize(
@@ -499,12 +503,12 @@ def test_target_list_and_unknown_targets():
         (
             '"tflite_int8"]',
             '"tflite_int16"]',
-            "key 'artifacts': unknown artifact 'tflite_int16' (allowed: saved_model_cpu, saved_model_xla, tflite_fp32, tflite_fp16, tflite_int8, tflite_text_int8)",
+            f"key 'artifacts': unknown artifact 'tflite_int16' (allowed: {', '.join(ARTIFACTS)})",
         ),
         (
             'name = "tflite-runtime"',
             'name = "tensorrt"',
-            "key 'runtimes.name': unknown runtime 'tensorrt' (allowed: tflite-runtime, ai-edge-litert, tensorflow-cpu)",
+            f"key 'runtimes.name': unknown runtime 'tensorrt' (allowed: {', '.join(RUNTIMES)})",
         ),
         (
             "[tolerances]",
@@ -566,9 +570,7 @@ def test_an_optional_runtime_that_cannot_be_provisioned_is_reported_and_the_buil
         result = scons(*project["args"], "-j2")
     finally:
         profile.write_text(original, encoding="utf-8")
-    assert sorted(stages_run(result)) == sorted(
-        ["runtime_env", "tflite_fp32", "tflite_fp16", "tflite_int8", "runtime_check", "report", "manifest", "bundle"]
-    )
+    assert sorted(stages_run(result)) == sorted(["runtime_env", *TINY_CONVERSIONS, "runtime_check", "report", "manifest", "bundle"])
     assert "ai-edge-litert (not provisioned: pip install failed: " in output_of(result, "runtime_env")
     target = project["build"] / "tiny"
     conversion = json.loads((target / "tflite_int8.json").read_text())["runtimes"]
