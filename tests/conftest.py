@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import os
 import random
@@ -50,6 +51,26 @@ def pytest_addoption(parser):
     parser.addoption(
         "--full", action="store_true", help="run the full suite: also the tests marked slow or emulation (trained models, conversions, runtimes)"
     )
+    parser.addoption("--update-goldens", action="store_true", help="rewrite the expected files under tests/testdata/ from what the code renders now")
+
+
+@pytest.fixture
+def golden(request):
+    """``golden(text, path)``: ``text`` must equal the file at ``path``; with --update-goldens it becomes that file."""
+
+    def check(text: str, path: Path) -> None:
+        if request.config.getoption("--update-goldens"):
+            path.write_text(text, encoding="utf-8")
+            return
+        expected = path.read_text(encoding="utf-8") if path.is_file() else ""
+        if text != expected:
+            diff = difflib.unified_diff(expected.splitlines(keepends=True), text.splitlines(keepends=True), str(path), "rendered now")
+            pytest.fail(
+                f"{path.relative_to(REPO)} differs from what is rendered now (pytest --update-goldens rewrites it on purpose):\n{''.join(diff)}",
+                pytrace=False,
+            )
+
+    return check
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m selects: `pytest --full -m "slow or emulation"` runs what plain pytest leaves out

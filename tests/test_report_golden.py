@@ -1,0 +1,53 @@
+"""The report renders from its records alone: a golden page and console headline from a BBC News host build's records.
+
+The records in ``tests/testdata/report_host/`` are a real build's (the runtime environment's path made
+relative); a change to a renderer shows up here as a diff of ``report.md`` or ``headline.txt``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO
+
+from edge_build.config.profile import read_profile
+from edge_build.stages import report
+
+RECORDS = REPO / "tests" / "testdata" / "report_host"
+
+
+def record(name: str) -> dict:
+    return json.loads((RECORDS / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def rendered_page() -> tuple[str, str]:
+    # The page names the profile's file: as in the build these records came from, wherever this checkout lies.
+    profile = dataclasses.replace(read_profile(RECORDS / "host.toml"), source=Path("targets/host.toml"))
+    context = report.Context(
+        data_summary=record("data_summary"),
+        data_report=record("data_report"),
+        quality=record("quality"),
+        train_log=record("train_log"),
+        tflite_reports={name: record(name) for name in profile.tflite_artifacts},
+        device_summary=record("device_checks"),
+        xla_checks=None,
+        calibration=record("calibration_summary"),
+    )
+    evaluation = record("eval")
+    return report.render_markdown(evaluation, profile, context), report.headline(evaluation, Path("build/host/report.md")) + "\n"
+
+
+def test_the_report_page_and_headline_match_the_golden_files(golden):
+    page, headline = rendered_page()
+    golden(page, RECORDS / "report.md")
+    golden(headline, RECORDS / "headline.txt")
+
+
+def test_rendering_loads_no_tensorflow():
+    code = "import sys, test_report_golden; test_report_golden.rendered_page(); print('tensorflow' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO / "tests", capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stdout) == (0, "False\n"), result.stderr[-2000:]
