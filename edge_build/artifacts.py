@@ -41,6 +41,8 @@ class Artifact:
       latency_key: its p50 budget in the profile's ``[latency]`` (TF Lite artifacts).
       jit_compile: a SavedModel whose ids -> logits function XLA compiles.
       calibrated: converted with the representative set (needs the calibrate stage).
+      settings: the profile keys (``table.key``, or a whole ``table``) it reads beyond its
+        parity tolerances and latency budget; ``settings_taken`` adds those two.
     """
 
     path: str
@@ -52,6 +54,11 @@ class Artifact:
     latency_key: str | None = None
     jit_compile: bool = False
     calibrated: bool = False
+    settings: tuple[str, ...] = ()
+
+
+#: What every TF Lite artifact reads: the Flex fallback of its conversion, and where and how it is checked.
+TFLITE_SETTINGS = ("quantization.select_tf_ops", "stack", "runtimes", "checks")
 
 
 ARTIFACTS: Mapping[str, Artifact] = types.MappingProxyType(
@@ -67,6 +74,7 @@ ARTIFACTS: Mapping[str, Artifact] = types.MappingProxyType(
             "text",
             parity=((MAX_LOGIT_ERROR, "max_abs_logit_error", "<=", "xla_max_abs_logit"),),
             jit_compile=True,
+            settings=("xla", "tolerances.xla_gpu_max_abs_logit"),  # the bound when XLA ran on a GPU
         ),
         "tflite_fp32": Artifact(
             "model_fp32.tflite",
@@ -76,6 +84,7 @@ ARTIFACTS: Mapping[str, Artifact] = types.MappingProxyType(
             "ids",
             parity=((MAX_LOGIT_ERROR, "max_abs_logit_error", "<=", "fp32_max_abs_logit"),),
             latency_key="fp32_p50_ms",
+            settings=TFLITE_SETTINGS,
         ),
         "tflite_fp16": Artifact(
             "model_fp16.tflite",
@@ -85,6 +94,7 @@ ARTIFACTS: Mapping[str, Artifact] = types.MappingProxyType(
             "ids",
             parity=((MAX_LOGIT_ERROR, "max_abs_logit_error", "<=", "fp16_max_abs_logit"),),
             latency_key="fp16_p50_ms",
+            settings=TFLITE_SETTINGS,
         ),
         "tflite_int8": Artifact(
             "model_int8.tflite",
@@ -95,6 +105,7 @@ ARTIFACTS: Mapping[str, Artifact] = types.MappingProxyType(
             parity=INT8_PARITY,
             latency_key="int8_p50_ms",
             calibrated=True,
+            settings=(*TFLITE_SETTINGS, "quantization.output_type"),  # a raw-text model's logits stay float32
         ),
         "tflite_text_int8": Artifact(
             "model_text_int8.tflite",
@@ -105,6 +116,20 @@ ARTIFACTS: Mapping[str, Artifact] = types.MappingProxyType(
             parity=INT8_PARITY,
             latency_key="text_int8_p50_ms",
             calibrated=True,
+            settings=TFLITE_SETTINGS,
         ),
     }
 )
+
+
+def settings_taken(name: str) -> frozenset[str]:
+    """The profile keys artifact ``name`` reads: its settings, parity tolerances and latency budget."""
+    row = ARTIFACTS[name]
+    tolerances = (f"tolerances.{key}" for *_, key in row.parity)
+    return frozenset([*row.settings, *tolerances, *([f"latency.{row.latency_key}"] if row.latency_key else [])])
+
+
+def takers(setting: str) -> list[str]:
+    """The artifacts that read ``setting`` (``table.key``), in table order."""
+    table = setting.split(".")[0]
+    return [name for name in ARTIFACTS if {setting, table} & settings_taken(name)]

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from edge_build.config.loading import tomllib
+
 REPO = Path(__file__).resolve().parents[1]
 
 # Each class has its own words, so even a two-epoch model separates them.
@@ -209,6 +211,25 @@ steady_runs = 3
 warmup = 2
 runs = 20
 """
+
+
+def without_artifacts(profile_text: str, *names: str) -> str:
+    """The profile without ``names`` and without the settings only they read (a profile may not keep those)."""
+    from edge_build.artifacts import settings_taken
+
+    kept = [name for name in tomllib.loads(profile_text)["artifacts"] if name not in names]
+    orphaned = set().union(*(settings_taken(name) for name in names)) - set().union(*(settings_taken(name) for name in kept))
+    lines, section = [], ""
+    for line in profile_text.split("\n"):
+        if line.startswith("["):
+            section = line.strip("[]")
+        key = line.split("=")[0].strip()
+        if line.startswith("artifacts = "):
+            line = "artifacts = " + json.dumps(kept)
+        elif section in orphaned or (line.strip() and f"{section}.{key}" in orphaned):
+            continue
+        lines.append(line)
+    return "\n".join(lines)
 
 
 # The tiny profile on a trixie-like stack (CPython 3.13, numpy 2): ai-edge-litert gates, tflite-runtime cannot install.

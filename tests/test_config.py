@@ -95,6 +95,23 @@ TFLITE = 'description = "x"\narch = "x86_64"\nartifacts = ["tflite_int8"]\n[[run
         (BASE + "[xla]\nwarmup_batch_sizes = []\n", "key 'xla.warmup_batch_sizes': must list distinct batch sizes of 1 or more, not []"),
         (BASE + "[xla]\nsteady_runs = 0\n", "key 'xla.steady_runs': must be greater than 0"),
         (BASE + "[tolerances]\nxla_gpu_max_abs_logit = 0\n", "key 'tolerances.xla_gpu_max_abs_logit': must be greater than 0"),
+        # Settings no listed artifact reads would be ignored without a word.
+        (
+            BASE + '[quantization]\noutput_type = "int8"\n',
+            "key 'quantization.output_type': read only by tflite_int8, which artifacts does not list (allowed: remove the key, or list tflite_int8)",
+        ),
+        (TFLITE + "[xla]\nsteady_runs = 5\n", "key 'xla.steady_runs': read only by saved_model_xla, which"),
+        (BASE + "[tolerances]\nfp16_max_abs_logit = 1e-3\n", "key 'tolerances.fp16_max_abs_logit': read only by tflite_fp16, which"),
+        (TFLITE + "[latency]\nfp32_p50_ms = 2.0\n", "key 'latency.fp32_p50_ms': read only by tflite_fp32, which"),
+        (
+            TFLITE + "[tolerances]\nint8_min_top1_agreement = 0.9\nxla_max_abs_logit = 1e-4\n",
+            "key 'tolerances.xla_max_abs_logit': read only by saved_model_xla, which",
+        ),
+        (
+            BASE + '[stack]\nrelease = "bookworm"\n',
+            "key 'stack.release': read only by tflite_fp32, tflite_fp16, tflite_int8, tflite_text_int8, which artifacts does not list (allowed: remove the key, or list one of them)",
+        ),
+        (BASE + "[checks]\nruns = 5\n", "key 'checks.runs': read only by tflite_fp32, tflite_fp16, tflite_int8, tflite_text_int8, which"),
     ],
 )
 def test_bad_profiles_fail_with_file_key_and_choices(tmp_path: Path, text: str, message: str):

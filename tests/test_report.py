@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, TINY_PROFILE, environment_with, report_inputs, with_litert, write_profile
+from conftest import REPO, TINY_PROFILE, environment_with, report_inputs, with_litert, without_artifacts, write_profile
 
 from edge_build.config.profile import load_profile
 from edge_build.errors import StageError
@@ -158,7 +158,7 @@ def test_a_tflite_model_that_is_not_the_converted_one_is_refused(tiny_artifacts,
 
 @pytest.mark.parametrize("listed", [True, False], ids=["listed-without-record", "record-without-listing"])
 def test_the_xla_checks_record_goes_with_saved_model_xla(tiny_artifacts, tmp_path: Path, listed):
-    text = TINY_PROFILE if listed else TINY_PROFILE.replace('"saved_model_xla", ', "")
+    text = TINY_PROFILE if listed else without_artifacts(TINY_PROFILE, "saved_model_xla")
     write_profile(tmp_path / "targets", "tiny", text)
     profile = load_profile(tmp_path / "targets", "tiny")
     out = stale_free_copy(tiny_artifacts, tmp_path / "target")
@@ -178,7 +178,7 @@ def test_the_stages_after_conversion_import_no_tensorflow():
 
 def test_a_report_without_the_xla_savedmodel_runs_without_tensorflow(tiny_artifacts, tmp_path: Path):
     # The reference's logits, the TF Lite models' logits and the test split are all read from files: no interpreter, no tokenizer.
-    profile_path = write_profile(tmp_path / "targets", "tiny", TINY_PROFILE.replace('"saved_model_xla", ', ""))
+    profile_path = write_profile(tmp_path / "targets", "tiny", without_artifacts(TINY_PROFILE, "saved_model_xla"))
     out = stale_free_copy(tiny_artifacts, tmp_path / "target")
     layout = tiny_artifacts["layout"]
     argv = [
@@ -216,7 +216,7 @@ def test_a_report_without_the_xla_savedmodel_runs_without_tensorflow(tiny_artifa
 
 # The tiny profile with the raw-text model beside INT8, checked on tflite-runtime and on tensorflow-cpu (Flex).
 RAW_TEXT_PROFILE = (
-    TINY_PROFILE.replace('"saved_model_xla", ', "")
+    without_artifacts(TINY_PROFILE, "saved_model_xla")
     .replace('"tflite_int8"]', '"tflite_int8", "tflite_text_int8"]')
     .replace("select_tf_ops = false", "select_tf_ops = true")
     .replace('name = "tflite-runtime"\n', 'name = "tflite-runtime"\n\n[[runtimes]]\nname = "tensorflow-cpu"\nflex_delegate = true\n', 1)

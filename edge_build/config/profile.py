@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from edge_build.artifacts import ARTIFACTS
+from edge_build.artifacts import ARTIFACTS, takers
 from edge_build.board.runtime import RUNTIMES
 from edge_build.config.loading import choices, from_mapping, load_toml, require_positive
 from edge_build.errors import ConfigError
@@ -300,7 +300,29 @@ def load_profile(targets_dir: Path | str, name: str) -> TargetProfile:
     return read_profile(path)
 
 
+#: Tables whose keys only some artifacts read: a key that none of the profile's artifacts reads is refused.
+ARTIFACT_SETTINGS = ("quantization", "tolerances", "latency", "xla", "stack", "runtimes", "checks")
+
+
 def read_profile(path: Path | str) -> TargetProfile:
     """The profile in ``path``, named after the file."""
     path = Path(path)
-    return from_mapping(TargetProfile, load_toml(path), where=str(path), supplied={"name": path.stem, "source": path})
+    table = load_toml(path)
+    profile = from_mapping(TargetProfile, table, where=str(path), supplied={"name": path.stem, "source": path})
+    refuse_settings_no_artifact_reads(profile, table)
+    return profile
+
+
+def refuse_settings_no_artifact_reads(profile: TargetProfile, table: dict) -> None:
+    """A key no listed artifact reads would be silently ignored (``output_type = "int8"`` without tflite_int8, ``[xla]``
+    without saved_model_xla): name it and the artifacts that read it."""
+    for section in ARTIFACT_SETTINGS:
+        value = table.get(section)
+        for key in value if isinstance(value, dict) else [None] if value else []:
+            setting = f"{section}.{key}" if key else section
+            readers = takers(setting)
+            if not set(readers) & set(profile.artifacts):
+                raise ConfigError(
+                    f"{profile.source}: key '{setting}': read only by {', '.join(readers)}, which artifacts does not list "
+                    f"(allowed: remove the key, or list {readers[0] if len(readers) == 1 else 'one of them'})"
+                )
