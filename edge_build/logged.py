@@ -180,7 +180,9 @@ def run(command: list[str], log_path: Path, verbose: bool = False, name: str | N
             print(f"error: {message} (log: {log_path})", file=sys.stderr)
             return 127
         interrupt = Interrupt(child)
-        previous = {signum: signal.signal(signum, interrupt.pass_on) for signum in FORWARDED}
+        # A signal ignored when the build started (SIGINT of a job a script put in the background) stays
+        # ignored: the stage inherited that, and passing it on would change nothing.
+        previous = {signum: signal.signal(signum, interrupt.pass_on) for signum in FORWARDED if signal.getsignal(signum) != signal.SIG_IGN}
         try:
             with child.stdout, child.stderr:
                 for stream, raw in output_lines(child, interrupt.after_grace):

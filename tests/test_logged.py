@@ -127,9 +127,9 @@ def test_verbose_names_the_log_of_a_failure_without_repeating_it(tmp_path: Path)
     assert re.fullmatch(r"fake failed after \d+\.\d s \(exit 2\); its full output: .*fake\.log", done.stderr.splitlines()[1])
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_the_log_is_written_as_the_stage_runs_and_a_signal_is_passed_on(tmp_path: Path, signum: int):
-    log = tmp_path / "logs" / "fake.log"
+def start_wrapped_sleep(log: Path, sigint) -> subprocess.Popen:
+    """The wrapper around a stage that prints a line and sleeps, started with SIGINT set to ``sigint``
+    (whatever this run of pytest inherited, e.g. ignored in a script's background job); once that line is logged."""
     command = [sys.executable, "-m", "edge_build.logged", "--log", str(log), "--name", "fake", "--"]
     # No controlling terminal: nothing but the wrapper can pass the signal on.
     child = subprocess.Popen(
@@ -139,11 +139,19 @@ def test_the_log_is_written_as_the_stage_runs_and_a_signal_is_passed_on(tmp_path
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
     )
     deadline = time.monotonic() + 30
     while not (log.is_file() and "started" in log.read_text().splitlines()[1:]):
         assert time.monotonic() < deadline and child.poll() is None, "the log never showed the stage's first line"
         time.sleep(0.05)
+    return child
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_the_log_is_written_as_the_stage_runs_and_a_signal_is_passed_on(tmp_path: Path, signum: int):
+    log = tmp_path / "logs" / "fake.log"
+    child = start_wrapped_sleep(log, signal.SIG_DFL)
     child.send_signal(signum)
     stdout, stderr = child.communicate(timeout=30)
     assert child.returncode == 128 + signum and stdout == ""
@@ -151,16 +159,29 @@ def test_the_log_is_written_as_the_stage_runs_and_a_signal_is_passed_on(tmp_path
     assert log.read_text().splitlines()[-1].startswith(f"[killed by {signal.Signals(signum).name} after ")
 
 
+def test_a_sigint_ignored_when_the_build_started_stays_ignored(tmp_path: Path):
+    child = start_wrapped_sleep(tmp_path / "fake.log", signal.SIG_IGN)
+    child.send_signal(signal.SIGINT)
+    with pytest.raises(subprocess.TimeoutExpired):
+        child.wait(timeout=1.5)
+    child.send_signal(signal.SIGTERM)
+    assert child.wait(timeout=30) == 128 + signal.SIGTERM
+
+
 def test_a_ctrl_c_the_stage_ignores_is_passed_on_after_a_grace(tmp_path: Path, monkeypatch):
     """The terminal signals the stage itself on Ctrl-C: the wrapper passes SIGINT on only if the stage is still running later."""
     monkeypatch.setattr(logged, "terminal_reaches", lambda pid: True)
     monkeypatch.setattr(logged, "SIGINT_GRACE_S", 0.5)
-    handler = signal.getsignal(signal.SIGINT)
-    threading.Timer(0.5, signal.raise_signal, [signal.SIGINT]).start()
-    started = time.monotonic()
-    status = logged.run([sys.executable, "-c", "import time\ntime.sleep(60)"], tmp_path / "fake.log", name="fake")
-    assert status == 128 + signal.SIGINT and 1.0 <= time.monotonic() - started < 30
-    assert signal.getsignal(signal.SIGINT) is handler
+    # As in a terminal, whatever this pytest inherited: a background job of a script ignores SIGINT.
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Timer(0.5, signal.raise_signal, [signal.SIGINT]).start()
+        started = time.monotonic()
+        status = logged.run([sys.executable, "-c", "import time\ntime.sleep(60)"], tmp_path / "fake.log", name="fake")
+        assert status == 128 + signal.SIGINT and 1.0 <= time.monotonic() - started < 30
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, handler)
 
 
 def test_a_command_that_cannot_start_is_named(tmp_path: Path):
