@@ -7,7 +7,7 @@ model family (``[model] kind``), in one build directory per corpus, so the split
 vocabulary, window and baseline are shared and only training onwards reruns. The
 figures come from the build's own records: ``quality/quality.json`` (accuracy with
 its 95% Wilson interval, macro F1, the exact McNemar test against the classical
-baseline), ``<target>/eval.json`` (INT8 on the test split), ``device_checks.json``
+baseline), ``<target>/eval.json`` (INT8 on the test split), ``runtime_checks.json``
 (INT8 p50 at batch 1 on tflite-runtime and ai-edge-litert, each in its runtime
 environment) and ``model/train_log.json`` (training seconds). The quality gate is
 opened (``quality_margin=100``) so that a model below the baseline is measured, not

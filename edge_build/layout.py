@@ -21,7 +21,7 @@ Standard library only: ``SConstruct`` imports this to parse the graph.
       runtime-envs/apt/  the private apt configuration and the packages it fetched
       <target>/     the profile's artifacts (ARTIFACTS rows)           export, tflite
                     tflite_<p>.json, tflite_<p>.test_logits.npy        tflite      <- as the artifact, plus the test ids
-                    golden.npz, device_checks.json, device_parity.json, latency.png
+                    golden.npz, runtime_checks.json, runtime_parity.json, latency.png
                                                                        runtime_check <- artifacts, reference logits, test ids, profile
                     xla_checks.json                                    xla_check   <- both SavedModels, test split, profile
                     eval.json, report.md                               report      <- everything above for the target
@@ -116,12 +116,12 @@ class Target:
     @property
     def runtime_checks(self) -> Path:
         # Named before the runtime checks were: the file name is kept for the readers of earlier builds.
-        return self.dir / "device_checks.json"
+        return self.dir / "runtime_checks.json"
 
     @property
-    def device_parity(self) -> Path:
+    def runtime_parity(self) -> Path:
         """The runtime checks' machine-independent figures: what the manifest records."""
-        return self.dir / "device_parity.json"
+        return self.dir / "runtime_parity.json"
 
     @property
     def latency_plot(self) -> Path:
@@ -129,7 +129,7 @@ class Target:
 
     @property
     def runtime_check_outputs(self) -> list[Path]:
-        return [self.golden, self.runtime_checks, self.device_parity, self.latency_plot]
+        return [self.golden, self.runtime_checks, self.runtime_parity, self.latency_plot]
 
     @property
     def xla_checks(self) -> Path:

@@ -68,7 +68,7 @@ def test_the_bundle_holds_exactly_what_the_build_declares(tiny_bundle):
     readme = (folder / "README.md").read_text(encoding="utf-8")
     assert "Checked on the Debian 12 bookworm stack: x86_64, CPython 3.11, numpy 1.26.4, tflite-runtime 2.14.0." in readme
     assert "    python -m pip install numpy==1.26.4 tflite-runtime==2.14.0\n" in readme and "Optionally" not in readme
-    assert manifest["metrics"]["tflite_int8"]["device_parity"]["tflite-runtime"]["top1_agreement"] >= 0.8
+    assert manifest["metrics"]["tflite_int8"]["runtime_parity"]["tflite-runtime"]["top1_agreement"] >= 0.8
     # What bench.py --parity holds the golden set to: the artifact table's checks and the profile's tolerances.
     checks = {name: [list(check) for check in ARTIFACTS[name].parity] for name in ("tflite_fp32", "tflite_fp16", "tflite_int8")}
     assert manifest["parity_checks"] == checks
@@ -317,13 +317,13 @@ def test_the_bundle_runs_in_a_virtual_environment_with_only_the_stacks_packages(
 
 
 def gateway_runtime_checks(path: Path, disk_mb: dict) -> Path:
-    """A ``device_checks.json`` for the gateway profile: each runtime's installed size, and peak memory where the checks ran a model."""
+    """A ``runtime_checks.json`` for the gateway profile: each runtime's installed size, and peak memory where the checks ran a model."""
     runtimes = {name: {"version": "0", "required": True, "checkable": True, "reason": None, **size} for name, size in disk_mb.items()}
     checks = {
         "tflite_int8": {"tflite-runtime": {"status": "ok", "peak_rss_mb": 45.3}, "tensorflow-cpu": {"status": "ok", "peak_rss_mb": 438.1}},
         "tflite_text_int8": {"tensorflow-cpu": {"status": "ok", "peak_rss_mb": 439.7}},
     }
-    path.write_text(json.dumps({"device_env": {"runtimes": runtimes}, "checks": checks}), encoding="utf-8")
+    path.write_text(json.dumps({"environment": {"runtimes": runtimes}, "checks": checks}), encoding="utf-8")
     return path
 
 
@@ -331,7 +331,7 @@ def test_a_raw_text_bundle_states_each_runtimes_install_lines_and_price(tmp_path
     profile = load_profile(REPO / "targets", "gateway")
     assert bundle.model_runtimes(profile) == {"tflite_int8": ["tflite-runtime", "tensorflow-cpu"], "tflite_text_int8": ["tensorflow-cpu"]}
     assert bundle.default_artifact(profile) == "tflite_text_int8"
-    checks = gateway_runtime_checks(tmp_path / "device_checks.json", {"tflite-runtime": {"disk_mb": 7.2}, "tensorflow-cpu": {"disk_mb": 1234.5}})
+    checks = gateway_runtime_checks(tmp_path / "runtime_checks.json", {"tflite-runtime": {"disk_mb": 7.2}, "tensorflow-cpu": {"disk_mb": 1234.5}})
     readme = bundle.text_board_readme(profile, checks)
     # tensorflow-text's metadata asks for the full tensorflow: it goes in without its dependencies, after tensorflow-cpu.
     assert (
@@ -350,7 +350,7 @@ def test_a_raw_text_bundle_states_each_runtimes_install_lines_and_price(tmp_path
 
 def test_a_raw_text_bundle_refuses_runtime_checks_without_an_installed_size(tmp_path: Path):
     profile = load_profile(REPO / "targets", "gateway")
-    checks = gateway_runtime_checks(tmp_path / "device_checks.json", {"tflite-runtime": {"disk_mb": 7.2}, "tensorflow-cpu": {}})
+    checks = gateway_runtime_checks(tmp_path / "runtime_checks.json", {"tflite-runtime": {"disk_mb": 7.2}, "tensorflow-cpu": {}})
     with pytest.raises(StageError, match="^" + re.escape(f"{checks}: no installed size (disk_mb) for tensorflow-cpu")):
         bundle.text_board_readme(profile, checks)
 

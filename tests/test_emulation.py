@@ -116,7 +116,7 @@ def test_the_environment_is_debian_12s_aarch64_python_under_qemu(arm64_env):
 def test_emulated_parity_matches_the_x86_64_figures(tiny_artifacts, arm64_env, tmp_path: Path):
     profile = load_profile(write_profile(tmp_path / "targets", "board", ARM64_PROFILE).parent, "board")
     golden = tiny_artifacts["target"] / "golden.npz"
-    x86 = json.loads((tiny_artifacts["target"] / "device_checks.json").read_text())["checks"]
+    x86 = json.loads((tiny_artifacts["target"] / "runtime_checks.json").read_text())["checks"]
     for artifact in ("tflite_fp32", "tflite_int8"):
         for runtime in ("tflite-runtime", "ai-edge-litert"):
             outcome = runtime_check.run_in_environment(tiny_artifacts[artifact], runtime, golden, profile, tmp_path, arm64_env)
@@ -197,7 +197,7 @@ def test_the_trixie_environment_is_debian_13s_aarch64_python_with_numpy_2(trixie
 def test_the_tiny_models_pass_on_ai_edge_litert_on_the_trixie_stack(tiny_artifacts, trixie_env, tmp_path: Path):
     profile = load_profile(write_profile(tmp_path / "targets", "board", TRIXIE_PROFILE).parent, "board")
     golden = tiny_artifacts["target"] / "golden.npz"
-    x86 = json.loads((tiny_artifacts["target"] / "device_checks.json").read_text())["checks"]
+    x86 = json.loads((tiny_artifacts["target"] / "runtime_checks.json").read_text())["checks"]
     for artifact in ("tflite_fp32", "tflite_int8"):
         outcome = runtime_check.run_in_environment(tiny_artifacts[artifact], "ai-edge-litert", golden, profile, tmp_path, trixie_env)
         assert outcome["status"] == "ok", (artifact, outcome["status"])
@@ -219,5 +219,5 @@ def test_tflite_runtime_on_the_trixie_stack_is_reported_not_checked_and_never_ga
         assert summary["checks"][artifact]["ai-edge-litert"]["status"] == "ok"
         assert summary["checks"][artifact]["ai-edge-litert"]["problems"] == []
     assert summary["stack"].startswith("Debian 13 trixie: CPython 3.13.") and "numpy 2.2.6; emulated aarch64 under qemu" in summary["stack"]
-    device_parity = json.loads((target / "device_parity.json").read_text())
-    assert {runtime for per in device_parity.values() for runtime in per} == {"ai-edge-litert"}
+    runtime_parity = json.loads((target / "runtime_parity.json").read_text())
+    assert {runtime for per in runtime_parity.values() for runtime in per} == {"ai-edge-litert"}

@@ -60,7 +60,7 @@ def test_it_holds_no_measured_timings_so_rebuilds_write_the_same_bytes(tiny_mani
     assert manifest.build_manifest(*tiny_manifest["args"]) == first
 
 
-@pytest.mark.parametrize("missing", ["eval.json", "device_parity.json"])
+@pytest.mark.parametrize("missing", ["eval.json", "runtime_parity.json"])
 def test_a_missing_input_is_named_and_nothing_is_written(tiny_manifest, tmp_path: Path, missing):
     profile, inputs, target = tiny_manifest["args"]
     copy = tmp_path / "tiny"
@@ -72,21 +72,21 @@ def test_a_missing_input_is_named_and_nothing_is_written(tiny_manifest, tmp_path
     assert not (copy / "manifest.json").exists()
 
 
-def test_device_parity_comes_from_the_runtime_checks_machine_independent_record(tiny_manifest, tmp_path: Path, monkeypatch):
+def test_runtime_parity_comes_from_the_runtime_checks_machine_independent_record(tiny_manifest, tmp_path: Path, monkeypatch):
     record, target = tiny_manifest["record"], tiny_manifest["target"]
-    device_parity = json.loads((target / "device_parity.json").read_text(encoding="utf-8"))
+    runtime_parity = json.loads((target / "runtime_parity.json").read_text(encoding="utf-8"))
     tflite = ["tflite_fp32", "tflite_fp16", "tflite_int8"]
-    assert sorted(device_parity) == sorted(tflite)
+    assert sorted(runtime_parity) == sorted(tflite)
     for name in tflite:
-        assert record["metrics"][name]["device_parity"] == device_parity[name]
+        assert record["metrics"][name]["runtime_parity"] == runtime_parity[name]
     for name in ("saved_model_cpu", "saved_model_xla"):
         assert set(record["metrics"][name]) == {"test_accuracy"}
-    # device_checks.json, with its timings, is not read: without it the manifest is the same.
+    # runtime_checks.json, with its timings, is not read: without it the manifest is the same.
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     profile, inputs, _ = tiny_manifest["args"]
     copy = tmp_path / "tiny"
     shutil.copytree(target, copy)
-    (copy / "device_checks.json").unlink()
+    (copy / "runtime_checks.json").unlink()
     assert manifest.build_manifest(profile, inputs, Target(copy, "tiny")) == manifest.build_manifest(*tiny_manifest["args"])
 
 

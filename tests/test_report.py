@@ -260,15 +260,15 @@ def with_raw_text_model(target: Path) -> None:
     record = json.loads((target / "tflite_int8.json").read_text())
     record.update(TEXT_RECORD, artifact="tflite_text_int8", runtimes={"tensorflow-cpu": {"version": "2.15.1", "ok": True, "error": None}})
     (target / "tflite_text_int8.json").write_text(json.dumps(record))
-    checks = json.loads((target / "device_checks.json").read_text())
-    installed = checks["device_env"]["runtimes"]
+    checks = json.loads((target / "runtime_checks.json").read_text())
+    installed = checks["environment"]["runtimes"]
     installed["tflite-runtime"]["disk_mb"] = 5.2
     installed["tensorflow-cpu"] = {"version": "2.15.1", "required": True, "checkable": True, "reason": None, "disk_mb": 1650.0}
     on_tflite_runtime = checks["checks"]["tflite_int8"]["tflite-runtime"]
     on_tensorflow = {**on_tflite_runtime, "runtime": "tensorflow-cpu", "runtime_version": "2.15.1"}
     checks["checks"]["tflite_int8"]["tensorflow-cpu"] = {**on_tensorflow, "peak_rss_mb": 600.0}
     checks["checks"]["tflite_text_int8"] = {"tensorflow-cpu": {**on_tensorflow, "peak_rss_mb": 612.0}}
-    (target / "device_checks.json").write_text(json.dumps(checks))
+    (target / "runtime_checks.json").write_text(json.dumps(checks))
 
 
 def test_a_raw_text_model_s_ops_conversion_path_and_runtimes_are_in_the_report(tiny_artifacts, tmp_path: Path):
@@ -302,7 +302,7 @@ def test_a_raw_text_model_s_ops_conversion_path_and_runtimes_are_in_the_report(t
     assert "| tflite_int8 | tflite-runtime 2.14.0 |" in markdown and "| tflite_int8 | tensorflow-cpu 2.15.1 |" in markdown
     assert "tflite_text_int8 is checked only on tensorflow-cpu: it takes raw text" in markdown
     # The price of Flex: disk and peak memory of each runtime side by side.
-    checks = json.loads((out / "device_checks.json").read_text())["checks"]
+    checks = json.loads((out / "runtime_checks.json").read_text())["checks"]
     peaks = ", ".join(f"{name} {checks[name]['tflite-runtime']['peak_rss_mb']:.0f}" for name in ("tflite_fp32", "tflite_fp16", "tflite_int8"))
     assert f"| tflite-runtime 2.14.0 | 5 | {peaks} |" in markdown
     assert "| tensorflow-cpu 2.15.1 | 1650 | tflite_int8 600, tflite_text_int8 612 |" in markdown

@@ -33,7 +33,7 @@ def rendered_page() -> tuple[str, str]:
         quality=record("quality"),
         train_log=record("train_log"),
         tflite_reports={name: record(name) for name in profile.tflite_artifacts},
-        device_summary=record("device_checks"),
+        runtime_checks=record("runtime_checks"),
         xla_checks=None,
         calibration=record("calibration_summary"),
     )

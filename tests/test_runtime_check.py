@@ -49,11 +49,11 @@ def read_test_split(tiny_artifacts) -> runtime_check.TestSplit:
 
 
 def test_the_checks_cover_every_artifact_on_every_runtime(tiny_artifacts):
-    summary = json.loads((tiny_artifacts["target"] / "device_checks.json").read_text())
+    summary = json.loads((tiny_artifacts["target"] / "runtime_checks.json").read_text())
     assert set(summary["checks"]) == {"tflite_fp32", "tflite_fp16", "tflite_int8"}
     # Every runtime ran in the stack's environment, which the record names.
     environment = read_environment(tiny_artifacts["runtime_env"])
-    assert summary["device_env"] == environment and summary["stack"] == describe(environment)
+    assert summary["environment"] == environment and summary["stack"] == describe(environment)
     assert summary["stack"].startswith("Debian 12 bookworm: CPython 3.11.") and "numpy 1.26.4; native x86_64" in summary["stack"]
     for per in summary["checks"].values():
         result = per["tflite-runtime"]
@@ -69,8 +69,8 @@ def test_the_checks_cover_every_artifact_on_every_runtime(tiny_artifacts):
     assert summary["checks"]["tflite_fp32"]["tflite-runtime"]["parity"]["max_abs_logit_error"] < 1e-4
     assert summary["checks"]["tflite_fp16"]["tflite-runtime"]["parity"]["max_abs_logit_error"] < 1e-2
     # The machine-independent figures the manifest records: no timings, nothing about the machine.
-    device_parity = json.loads((tiny_artifacts["target"] / "device_parity.json").read_text())
-    assert device_parity == {
+    runtime_parity = json.loads((tiny_artifacts["target"] / "runtime_parity.json").read_text())
+    assert runtime_parity == {
         artifact: {"tflite-runtime": {key: per["tflite-runtime"]["parity"][key] for key in ("top1_agreement", "max_abs_logit_error", "accuracy")}}
         for artifact, per in summary["checks"].items()
     }
@@ -149,8 +149,8 @@ def test_an_optional_runtime_that_cannot_run_is_reported_not_checked_and_never_g
         assert per["tflite-runtime"]["status"] == "ok"
     assert f"runtime check: tflite_int8 on ai-edge-litert: not checked: {reason}" in runtime_check.summary_lines(summary)
     # The manifest's record holds what ran, and only that.
-    device_parity = json.loads((target / "device_parity.json").read_text())
-    assert {runtime for per in device_parity.values() for runtime in per} == {"tflite-runtime"}
+    runtime_parity = json.loads((target / "runtime_parity.json").read_text())
+    assert {runtime for per in runtime_parity.values() for runtime in per} == {"tflite-runtime"}
 
 
 def test_a_required_runtime_that_cannot_run_fails_the_checks(tiny_artifacts, tmp_path: Path, capsys):

@@ -184,7 +184,7 @@ def test_provisioning_changes_nothing_machine_wide(trixie_native):
 def test_the_tiny_models_run_on_ai_edge_litert_with_numpy_2(tiny_artifacts, trixie_native, tmp_path: Path):
     profile = load_profile(write_profile(tmp_path / "targets", "tiny", TINY_PROFILE).parent, "tiny")
     golden = tiny_artifacts["target"] / "golden.npz"
-    native = json.loads((tiny_artifacts["target"] / "device_checks.json").read_text())["checks"]
+    native = json.loads((tiny_artifacts["target"] / "runtime_checks.json").read_text())["checks"]
     for artifact in ("tflite_fp32", "tflite_int8"):
         outcome = runtime_check.run_in_environment(tiny_artifacts[artifact], "ai-edge-litert", golden, profile, tmp_path, trixie_native["record"])
         assert outcome["status"] == "ok", (artifact, outcome["status"])

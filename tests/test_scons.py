@@ -151,7 +151,7 @@ def test_a_clean_build_runs_every_stage_and_reports(project):
         "tflite_fp32.json",
         "tflite_int8.json",
         "golden.npz",
-        "device_checks.json",
+        "runtime_checks.json",
         "xla_checks.json",
         "latency.png",
         "eval.json",
@@ -192,7 +192,7 @@ def test_a_clean_build_runs_every_stage_and_reports(project):
     command = output_of(result, "runtime_check").partition("\n")[0]
     env_json = Path(command.split(" --runtime-env ")[1].split()[0])
     assert env_json.parent.parent == runtime_envs and env_json.is_file() and not (build / "runtime-envs").exists()
-    assert json.loads((build / "tiny" / "device_checks.json").read_text())["device_env"]["stack"]["release"] == "bookworm"
+    assert json.loads((build / "tiny" / "runtime_checks.json").read_text())["environment"]["stack"]["release"] == "bookworm"
     manifest = json.loads((build / "tiny" / "bundle" / "manifest.json").read_text())
     assert manifest["stack"]["install"] == ["numpy==1.26.4", "tflite-runtime==2.14.0"] and manifest["versions"]["tflite-runtime"] == "2.14.0"
 
@@ -308,7 +308,7 @@ def test_verify_reproducible_builds_twice_with_j2_and_both_match_the_j1_build(pr
     assert report["files"]["tiny/model_int8.tflite"]["status"] == "identical"
     assert report["files"]["model/model.weights.h5"]["status"] == "identical"
     assert report["files"]["tiny/saved_model_cpu/1/fingerprint.pb"]["status"] == "identical"
-    assert report["files"]["tiny/device_checks.json"]["status"] == "measured"
+    assert report["files"]["tiny/runtime_checks.json"]["status"] == "measured"
     assert "files identical" in result.stdout
     j2_build = project["build"] / "reproducibility" / "first"
     assert (j2_build / "logs" / "model" / "train.log").is_file() and not [name for name in report["files"] if name.startswith("logs/")]
@@ -396,7 +396,7 @@ def test_editing_only_latency_budgets_reruns_only_the_checks_and_the_report(proj
     try:
         result = scons(*project["args"])
         assert sorted(stages_run(result)) == ["report", "runtime_check"]
-        checks = json.loads((project["build"] / "tiny" / "device_checks.json").read_text())
+        checks = json.loads((project["build"] / "tiny" / "runtime_checks.json").read_text())
         assert checks["checks"]["tflite_fp32"]["tflite-runtime"]["latency_budget_ms"] == 900.0
     finally:
         profile.write_text(original, encoding="utf-8")
@@ -575,7 +575,7 @@ def test_an_optional_runtime_that_cannot_be_provisioned_is_reported_and_the_buil
     target = project["build"] / "tiny"
     conversion = json.loads((target / "tflite_int8.json").read_text())["runtimes"]
     assert conversion["tflite-runtime"]["ok"] and not conversion["ai-edge-litert"]["checked"]
-    checks = json.loads((target / "device_checks.json").read_text())["checks"]
+    checks = json.loads((target / "runtime_checks.json").read_text())["checks"]
     for artifact, per in checks.items():
         assert per["tflite-runtime"]["status"] == "ok", artifact
         assert per["ai-edge-litert"]["status"].startswith("not checked: not provisioned: pip install failed: "), artifact

@@ -54,7 +54,7 @@ def test_the_in_model_tokenizer_gives_the_training_ids_on_the_test_split(gateway
 
 
 def test_the_runtime_checks_run_the_raw_text_model_only_where_it_can_run(gateway_artifacts):
-    checks = json.loads((gateway_artifacts["target"] / "device_checks.json").read_text(encoding="utf-8"))["checks"]
+    checks = json.loads((gateway_artifacts["target"] / "runtime_checks.json").read_text(encoding="utf-8"))["checks"]
     assert set(checks["tflite_text_int8"]) == {"tensorflow-cpu"}
     assert set(checks["tflite_int8"]) == {"tflite-runtime", "tensorflow-cpu"}
     text = checks["tflite_text_int8"]["tensorflow-cpu"]

@@ -1,7 +1,7 @@
 """Stage *board_report*: every board of the run on one page, side by side with this machine's runtime checks.
 
 Reads each board's ``boards/<board>/result.json`` (the board_check stage's) and
-the target's ``device_checks.json``; writes ``boards/report.md``: per board, what
+the target's ``runtime_checks.json``; writes ``boards/report.md``: per board, what
 the board reported about itself, then its parity and latency rows with their 95%
 confidence intervals, the same model and runtime's p50 on this machine (or
 under emulation) beside them, and in the gate column each limit that lies inside

@@ -12,7 +12,7 @@ written, the pure-Python tokenizer the board uses must give tensorflow-text's id
 (the tokenize stage's) for every example of the test split.
 
 A bundle with a raw-text model (its tokenizer inside) also reads the target's
-``device_checks.json``: its README states what each runtime costs (installed size,
+``runtime_checks.json``: its README states what each runtime costs (installed size,
 peak memory per model), and its manifest which runtimes run each model.
 """
 
@@ -222,13 +222,13 @@ def at_most(value: float) -> str:
 
 
 def installed_size(checks: dict, runtime: str, path: Path) -> str:
-    """The runtime's installed size in the environment its checks ran in (``device_env``: that environment's ``env.json``)."""
-    entry = checks["device_env"]["runtimes"][runtime]
+    """The runtime's installed size in the environment its checks ran in (``environment``: that environment's ``env.json``)."""
+    entry = checks["environment"]["runtimes"][runtime]
     if "disk_mb" in entry:
         return megabytes(entry["disk_mb"])
     if entry["checkable"]:
         raise StageError(
-            f"{path}: no installed size (disk_mb) for {runtime} in device_env; rerun the runtime checks in an environment that records it"
+            f"{path}: no installed size (disk_mb) for {runtime} in environment; rerun the runtime checks in an environment that records it"
         )
     return "not measured"
 

@@ -1,7 +1,7 @@
 """Stage *manifest*: ``<target>/manifest.json``, each artifact of a target and everything it came from.
 
 Reads the target's artifacts, their conversion records, ``eval.json`` and
-``device_parity.json`` (the runtime checks' machine-independent figures), the data
+``runtime_parity.json`` (the runtime checks' machine-independent figures), the data
 and calibration summaries, the training log, the weights, the vocabulary and the
 profile; writes ``manifest.json``: per artifact its SHA-256 and size (per file for
 SavedModels), the TensorFlow / tensorflow-text / converter / runtime versions, the
@@ -65,12 +65,12 @@ def converter_settings(target: Target, profile: TargetProfile) -> dict:
 
 def machine_independent_metrics(target: Target, profile: TargetProfile) -> dict:
     evaluation = read_json(target.evaluation)["artifacts"]
-    device_parity = read_json(target.device_parity) if profile.tflite_artifacts else {}
+    runtime_parity = read_json(target.runtime_parity) if profile.tflite_artifacts else {}
     metrics = {}
     for name in profile.artifacts:
         metrics[name] = {"test_accuracy": evaluation[name]["accuracy"]}
-        if name in device_parity:
-            metrics[name]["device_parity"] = device_parity[name]
+        if name in runtime_parity:
+            metrics[name]["runtime_parity"] = runtime_parity[name]
     return metrics
 
 

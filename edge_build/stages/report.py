@@ -155,7 +155,7 @@ def render_runtime_checks(summary: dict, profile: TargetProfile) -> list[str]:
         f"({summary['settings']['threads']} thread(s), batch {summary['settings']['batch']}, {summary['settings']['warmup']} warm-up and {summary['settings']['runs']} timed invokes).",
         "",
     ]
-    environment = summary["device_env"]
+    environment = summary["environment"]
     lines[-1:-1] = ["", f"Board software stack: {describe(environment)} (`{environment['python'][-1]}`)."]
     if environment["emulated"]:
         lines[-1:-1] = [
@@ -273,7 +273,7 @@ def render_narrowed_runtimes(profile: TargetProfile) -> list[str]:
 
 def render_footprint(summary: dict) -> list[str]:
     """Each runtime's installed size and peak memory side by side: what running Flex costs against a plain TF Lite runtime."""
-    installed = summary["device_env"]["runtimes"]
+    installed = summary["environment"]["runtimes"]
     peaks: dict[str, dict[str, float]] = {}
     for artifact, per in summary["checks"].items():
         for runtime, r in per.items():
@@ -351,7 +351,7 @@ class Context:
     quality: dict
     train_log: dict
     tflite_reports: dict
-    device_summary: dict | None
+    runtime_checks: dict | None
     xla_checks: dict | None
     calibration: dict | None
 
@@ -363,7 +363,7 @@ class Context:
             quality=read_json(inputs.quality),
             train_log=read_json(inputs.train_log),
             tflite_reports={name: read_json(target.conversion_report(name)) for name in profile.tflite_artifacts},
-            device_summary=read_json(target.runtime_checks) if profile.tflite_artifacts else None,
+            runtime_checks=read_json(target.runtime_checks) if profile.tflite_artifacts else None,
             xla_checks=read_json(inputs.xla_checks) if inputs.xla_checks else None,
             calibration=read_json(inputs.calibration_summary) if inputs.calibration_summary else None,
         )
@@ -561,8 +561,8 @@ def render_markdown(evaluation: dict, profile: TargetProfile, context: Context) 
                 lines += render_raw_text_model(name, rep, profile)
     if context.xla_checks:
         lines += render_xla_checks(context.xla_checks)
-    if context.device_summary:
-        lines += render_runtime_checks(context.device_summary, profile)
+    if context.runtime_checks:
+        lines += render_runtime_checks(context.runtime_checks, profile)
     calibration = context.calibration
     if calibration:
         drawn = ", ".join(f"{k} {v}" for k, v in calibration["drawn"]["per_class"].items()) or "none"

@@ -6,7 +6,7 @@ test logits on TensorFlow's interpreter, and the runtime environment's
 ``env.json`` where there is one; writes ``golden.npz`` (the golden set: token
 ids, labels and the reference's logits for N test examples, and their raw texts
 when the target has a raw-text model),
-``device_checks.json`` (every figure, timings included), ``device_parity.json``
+``runtime_checks.json`` (every figure, timings included), ``runtime_parity.json``
 (the figures that do not depend on the machine, which the manifest records) and
 ``latency.png``. Nothing here imports TensorFlow.
 
@@ -164,7 +164,7 @@ def runtime_checks(profile: TargetProfile, test: TestSplit, target: Target, runt
             raise StageError(f"{target.dir}: runtime checks failed for {profile.source} (table above)")
         summary = {
             "target": profile.name,
-            "device_env": environment,
+            "environment": environment,
             "stack": describe(environment),
             "golden_examples": int(len(golden["labels"])),
             "settings": dataclasses.asdict(profile.checks),
