@@ -1,11 +1,13 @@
 """The artifact table: every artifact a profile may list, one row each.
 
-A row says where the artifact lives in its target's directory, which stage
-makes it, its precision and what it takes in, which parity checks gate it
-against the reference and which latency budget applies on the runtimes.
-``SConstruct``, the conversion, the checks, the report and the bundle read
-these rows; nothing parses an artifact's name. Adding an artifact is a row
-here plus, for TF Lite, its converter option in the tflite stage.
+A row says where the artifact lives in its target's directory, its format,
+how it is made (``SConstruct`` dispatches on ``made_by``), whether it is
+checked on the runtimes and shipped in the bundle, its precision and what it
+takes in, which parity checks gate it against the reference, which latency
+budget applies on the runtimes and which profile settings it reads.
+``SConstruct``, the profile, the conversion, the checks, the report and the
+bundle read these rows; nothing parses an artifact's name. Adding an artifact
+is a row here plus, for TF Lite, its converter option in the tflite stage.
 Standard library only: ``SConstruct`` imports it.
 """
 
@@ -34,7 +36,10 @@ class Artifact:
     Attributes:
       path: relative to ``<build_dir>/<target>/``; a SavedModel's version directory.
       description: one line for people.
-      kind: ``saved_model`` (made by the export stage) or ``tflite`` (by the tflite stage).
+      kind: its format, ``saved_model`` or ``tflite``.
+      made_by: how the build makes it: ``reference`` (a copy of the reference CPU SavedModel),
+        ``export`` (the export stage, another flavour of SavedModel) or ``tflite`` (the tflite stage).
+      on_runtimes: checked on the profile's TF Lite runtimes and shipped in the bundle.
       precision: of the weights: ``fp32``, ``fp16`` or ``int8``.
       inputs: ``text`` (the tokenizer is inside) or ``ids`` (int32 token ids).
       parity: the checks against the reference that gate it, on the build and on the board.
@@ -48,6 +53,8 @@ class Artifact:
     path: str
     description: str
     kind: Literal["saved_model", "tflite"]
+    made_by: Literal["reference", "export", "tflite"]
+    on_runtimes: bool
     precision: Literal["fp32", "fp16", "int8"]
     inputs: Literal["text", "ids"]
     parity: tuple[Check, ...] = ()
@@ -64,12 +71,20 @@ TFLITE_SETTINGS = ("quantization.select_tf_ops", "stack", "runtimes", "checks")
 ARTIFACTS: Mapping[str, Artifact] = types.MappingProxyType(
     {
         "saved_model_cpu": Artifact(
-            "saved_model_cpu/1", "CPU SavedModel (TF Serving layout), tokenizer and vocabulary inside", "saved_model", "fp32", "text"
+            "saved_model_cpu/1",
+            "CPU SavedModel (TF Serving layout), tokenizer and vocabulary inside",
+            "saved_model",
+            "reference",
+            False,
+            "fp32",
+            "text",
         ),
         "saved_model_xla": Artifact(
             "saved_model_xla/1",
             "SavedModel whose ids -> logits part is XLA-compiled (jit_compile), for GPUs",
             "saved_model",
+            "export",
+            False,
             "fp32",
             "text",
             parity=((MAX_LOGIT_ERROR, "max_abs_logit_error", "<=", "xla_max_abs_logit"),),
@@ -80,6 +95,8 @@ ARTIFACTS: Mapping[str, Artifact] = types.MappingProxyType(
             "model_fp32.tflite",
             "TF Lite, float32 weights and activations, int32 ids in",
             "tflite",
+            "tflite",
+            True,
             "fp32",
             "ids",
             parity=((MAX_LOGIT_ERROR, "max_abs_logit_error", "<=", "fp32_max_abs_logit"),),
@@ -90,6 +107,8 @@ ARTIFACTS: Mapping[str, Artifact] = types.MappingProxyType(
             "model_fp16.tflite",
             "TF Lite, float16 weights (half the size), float32 arithmetic, int32 ids in",
             "tflite",
+            "tflite",
+            True,
             "fp16",
             "ids",
             parity=((MAX_LOGIT_ERROR, "max_abs_logit_error", "<=", "fp16_max_abs_logit"),),
@@ -100,6 +119,8 @@ ARTIFACTS: Mapping[str, Artifact] = types.MappingProxyType(
             "model_int8.tflite",
             "TF Lite, full-integer INT8 calibrated on real text, int32 ids in",
             "tflite",
+            "tflite",
+            True,
             "int8",
             "ids",
             parity=INT8_PARITY,
@@ -111,6 +132,8 @@ ARTIFACTS: Mapping[str, Artifact] = types.MappingProxyType(
             "model_text_int8.tflite",
             "TF Lite, raw text in: tensorflow-text tokenizer inside (custom ops + Flex), INT8 classifier calibrated as tflite_int8",
             "tflite",
+            "tflite",
+            True,
             "int8",
             "text",
             parity=INT8_PARITY,

@@ -98,9 +98,11 @@ class Target:
     def artifact_files(self, name: str) -> list[Path]:
         """Every file the artifact's stage writes (a SavedModel's files, or the .tflite and its conversion record)."""
         row = ARTIFACTS[name]
-        if row.kind == "saved_model":
-            return [self.artifact(name) / f for f in saved_model_files(row.jit_compile)]
-        return [self.artifact(name), self.conversion_report(name), self.test_logits(name)]
+        files_of_kind = {
+            "saved_model": lambda: [self.artifact(name) / f for f in saved_model_files(row.jit_compile)],
+            "tflite": lambda: [self.artifact(name), self.conversion_report(name), self.test_logits(name)],
+        }
+        return files_of_kind[row.kind]()
 
     def conversion_report(self, name: str) -> Path:
         return self.dir / f"{name}.json"
@@ -155,14 +157,14 @@ class Target:
     def bundle_archive(self) -> Path:
         return self.dir / f"bundle-{self.name}.tar.gz"
 
-    def bundle_names(self, tflite_artifacts: tuple[str, ...]) -> list[str]:
+    def bundle_names(self, runtime_artifacts: tuple[str, ...]) -> list[str]:
         """Every file of the bundle, relative to its folder."""
-        models = [ARTIFACTS[name].path for name in tflite_artifacts]
+        models = [ARTIFACTS[name].path for name in runtime_artifacts]
         board = [f"board/{p.name}" for p in board_sources()]
         return sorted([*models, "vocab.txt", "labels.txt", "golden.npz", "README.md", *LAUNCHERS, "manifest.json", *board])
 
-    def bundle_files(self, tflite_artifacts: tuple[str, ...]) -> list[Path]:
-        return [*(self.bundle_dir / n for n in self.bundle_names(tflite_artifacts)), self.bundle_archive]
+    def bundle_files(self, runtime_artifacts: tuple[str, ...]) -> list[Path]:
+        return [*(self.bundle_dir / n for n in self.bundle_names(runtime_artifacts)), self.bundle_archive]
 
     def board_outputs(self, board: str) -> list[Path]:
         """One board's results (``config.boards.Board.name``): every figure as JSON, and its latency plot."""

@@ -445,7 +445,7 @@ def gateway_artifacts(tiny_artifacts, gateway_runtime_env) -> dict[str, Path]:
     paths["profile"] = write_profile(tiny_artifacts["root"] / "targets", "tiny-gateway", TINY_GATEWAY_PROFILE)
     profile = load_profile(tiny_artifacts["root"] / "targets", "tiny-gateway")
     target = layout.target("tiny-gateway")
-    for name in profile.tflite_artifacts:
+    for name in profile.runtime_artifacts:
         paths[name] = target.artifact(name)
         tflite.convert(name, conversion_inputs(tiny_artifacts), profile, tuple(target.artifact_files(name)), gateway_runtime_env)
     paths["target"], paths["runtime_env"] = target.dir, gateway_runtime_env
@@ -476,7 +476,7 @@ def tiny_artifacts(tiny_build, host_runtime_env) -> dict[str, Path]:
     )
     inputs = conversion_inputs(tiny_build)
     target = layout.target("tiny")
-    for name in profile.tflite_artifacts:
+    for name in profile.runtime_artifacts:
         paths[name] = target.artifact(name)
         tflite.convert(name, inputs, profile, tuple(target.artifact_files(name)), host_runtime_env)
     paths["saved_model_xla"] = export.export(

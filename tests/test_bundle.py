@@ -38,7 +38,7 @@ def test_the_bundle_holds_exactly_what_the_build_declares(tiny_bundle):
     folder = tiny_bundle["folder"]
     assert folder == tiny_bundle["target"] / "bundle" and tiny_bundle["archive"] == tiny_bundle["target"] / "bundle-tiny.tar.gz"
     files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
-    assert files == Target(tiny_bundle["target"], "tiny").bundle_names(tiny_bundle["profile"].tflite_artifacts)
+    assert files == Target(tiny_bundle["target"], "tiny").bundle_names(tiny_bundle["profile"].runtime_artifacts)
     assert {
         "model_int8.tflite",
         "model_fp16.tflite",

@@ -153,7 +153,7 @@ def test_a_profile_knows_its_file_and_the_fp16_limits(tmp_path: Path):
     )
     loaded = load_profile(tmp_path, "board")
     assert loaded.source == path and loaded.name == "board"
-    assert loaded.tflite_artifacts == ("tflite_fp16", "tflite_int8")
+    assert loaded.runtime_artifacts == ("tflite_fp16", "tflite_int8")
     assert loaded.latency_budget_ms("tflite_fp16") == 2.5 and loaded.latency_budget_ms("tflite_int8") == 1.0
     limits = loaded.tolerances.limits()
     assert limits == {

@@ -32,7 +32,7 @@ def rendered_page() -> tuple[str, str]:
         data_report=record("data_report"),
         quality=record("quality"),
         train_log=record("train_log"),
-        tflite_reports={name: record(name) for name in profile.tflite_artifacts},
+        tflite_reports={name: record(name) for name in profile.runtime_artifacts},
         runtime_checks=record("runtime_checks"),
         xla_checks=None,
         calibration=record("calibration_summary"),

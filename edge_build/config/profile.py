@@ -233,11 +233,11 @@ class TargetProfile:
         names = [runtime.name for runtime in self.runtimes]
         if len(set(names)) != len(names):
             raise ValueError("key 'runtimes': lists a runtime twice")
-        if self.tflite_artifacts and not self.runtimes:
+        if self.runtime_artifacts and not self.runtimes:
             raise ValueError(
-                f"key 'runtimes': {', '.join(self.tflite_artifacts)} must be checked on at least one runtime (allowed: {choices(RUNTIMES)})"
+                f"key 'runtimes': {', '.join(self.runtime_artifacts)} must be checked on at least one runtime (allowed: {choices(RUNTIMES)})"
             )
-        if self.runtimes and not self.tflite_artifacts:
+        if self.runtimes and not self.runtime_artifacts:
             raise ValueError("key 'runtimes': the profile lists no TF Lite artifact to run on them")
         for runtime in self.runtimes:
             reason = not_installable(runtime.name, self.stack)
@@ -245,7 +245,7 @@ class TargetProfile:
                 raise ValueError(
                     f"key 'runtimes': required runtime {runtime.name} cannot be installed on the stack {self.stack.describe()}: {reason} (allowed: another stack, or required = false to report it)"
                 )
-        for artifact in self.tflite_artifacts:
+        for artifact in self.runtime_artifacts:
             if not self.runtimes_for(artifact):
                 able = [name for name, row in RUNTIMES.items() if row.text_ops and row.has_flex_delegate]
                 raise ValueError(
@@ -256,8 +256,9 @@ class TargetProfile:
             raise ValueError("key 'artifacts': saved_model_xla is checked against saved_model_cpu, which must be listed too")
 
     @property
-    def tflite_artifacts(self) -> tuple[str, ...]:
-        return tuple(a for a in self.artifacts if ARTIFACTS[a].kind == "tflite")
+    def runtime_artifacts(self) -> tuple[str, ...]:
+        """The artifacts checked on the profile's runtimes and shipped in its bundle."""
+        return tuple(a for a in self.artifacts if ARTIFACTS[a].on_runtimes)
 
     def runtimes_for(self, artifact: str) -> tuple[Runtime, ...]:
         """The profile's runtimes that check ``artifact``: a raw-text model only where tensorflow-text's kernels and the Flex delegate are."""

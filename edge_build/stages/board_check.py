@@ -143,7 +143,7 @@ def check_on_board(artifact: str, answer: dict, golden: dict, profile: TargetPro
 def planned_checks(profile: TargetProfile, system: dict) -> tuple[list[tuple[str, str]], dict]:
     """The (artifact, runtime) pairs the board runs, and for each runtime it lacks (optional ones only, by now) why."""
     missing = {name: entry["problem"] for name, entry in system["runtimes"].items() if entry["problem"]}
-    pairs = [(a, r.name) for a in profile.tflite_artifacts for r in profile.runtimes_for(a) if r.name not in missing]
+    pairs = [(a, r.name) for a in profile.runtime_artifacts for r in profile.runtimes_for(a) if r.name not in missing]
     return pairs, missing
 
 
@@ -172,10 +172,10 @@ def check_board(profile: TargetProfile, board: Board, target: Target, ssh_config
         CONNECT_TIMEOUT_S + 60 + settings.timeout_s * len(pairs),
     )
     golden = load_golden(str(target.golden))
-    checks = {artifact: {} for artifact in profile.tflite_artifacts}
+    checks = {artifact: {} for artifact in profile.runtime_artifacts}
     for (artifact, runtime), result in zip(pairs, answer["checks"]):
         checks[artifact][runtime] = check_on_board(artifact, result, golden, profile)
-    for artifact in profile.tflite_artifacts:
+    for artifact in profile.runtime_artifacts:
         for runtime in profile.runtimes_for(artifact):
             if runtime.name in missing:
                 checks[artifact][runtime.name] = {"status": f"not checked: {missing[runtime.name]}", "problems": []}

@@ -147,19 +147,19 @@ def write_tarball(folder: Path, archive: Path, top: str) -> None:
 
 def text_models(profile: TargetProfile) -> tuple[str, ...]:
     """The profile's raw-text models (their tokenizer inside)."""
-    return tuple(name for name in profile.tflite_artifacts if ARTIFACTS[name].inputs == "text")
+    return tuple(name for name in profile.runtime_artifacts if ARTIFACTS[name].inputs == "text")
 
 
 def default_artifact(profile: TargetProfile) -> str:
     """What the board scripts run unless told otherwise: a raw-text model where there is one, else the smallest weights, INT8 where there is one."""
     order = ("int8", "fp16", "fp32")
-    return min(profile.tflite_artifacts, key=lambda name: (ARTIFACTS[name].inputs != "text", order.index(ARTIFACTS[name].precision)))
+    return min(profile.runtime_artifacts, key=lambda name: (ARTIFACTS[name].inputs != "text", order.index(ARTIFACTS[name].precision)))
 
 
 def model_runtimes(profile: TargetProfile) -> dict[str, list[str]]:
     """Per model, the runtimes that run it and install on the stack, required ones first: the board scripts' default for it is the first."""
     runtimes = {}
-    for name in profile.tflite_artifacts:
+    for name in profile.runtime_artifacts:
         able = [r.name for r in sorted(profile.runtimes_for(name), key=lambda r: not r.required) if not_installable(r.name, profile.stack) is None]
         if not able:
             raise StageError(f"{profile.source}: no runtime of the profile runs {name} and installs on {profile.stack.describe()}")
@@ -243,7 +243,7 @@ def peak_memory(checks: dict, model: str, runtime: str, able: list[str]) -> str:
 def footprint_table(profile: TargetProfile, stack: dict, runtimes: dict[str, list[str]], path: Path) -> str:
     """A Markdown table: per runtime, its installed size and each model's peak memory, from the runtime checks' record ``path``."""
     checks = read_json(path)
-    models = profile.tflite_artifacts
+    models = profile.runtime_artifacts
     lines = [
         "| runtime | installed | " + " | ".join(f"peak memory, {ARTIFACTS[m].path}" for m in models) + " |",
         "|---|---:|" + "---:|" * len(models),
@@ -261,16 +261,16 @@ def text_board_readme(profile: TargetProfile, runtime_checks: Path) -> str:
     default = default_artifact(profile)
     installs = []
     for name, r in stack["runtimes"].items():
-        files = ", ".join(ARTIFACTS[m].path for m in profile.tflite_artifacts if name in runtimes[m])
+        files = ", ".join(ARTIFACTS[m].path for m in profile.runtime_artifacts if name in runtimes[m])
         lines = "".join(f"    {line}\n" for line in install_lines(name, r["version"], stack["numpy"]))
         installs.append(f"\n{name} {r['version']}{'' if r['required'] else ' (optional)'} runs {files}:\n\n{lines}")
-    others = [ARTIFACTS[m].path for m in profile.tflite_artifacts if m != default]
+    others = [ARTIFACTS[m].path for m in profile.runtime_artifacts if m != default]
     return TEXT_BOARD_README.format(
         **stack_fields(profile, stack),
         installs="".join(installs),
         footprint=footprint_table(profile, stack, runtimes, runtime_checks),
         default_model=ARTIFACTS[default].path,
-        defaults=", ".join(f"{ARTIFACTS[m].path} on {runtimes[m][0]}" for m in sorted(profile.tflite_artifacts, key=lambda m: m != default)),
+        defaults=", ".join(f"{ARTIFACTS[m].path} on {runtimes[m][0]}" for m in sorted(profile.runtime_artifacts, key=lambda m: m != default)),
         bench_others="".join(f"    python3 bench.py {file} --parity\n" for file in others),
         sentence=SENTENCE,
         classify_others="".join(f"    python3 classify.py --model {file} {SENTENCE}\n" for file in others),
@@ -287,14 +287,14 @@ def manifest(profile: TargetProfile, folder: Path, reference: Path, target: Targ
         **record,
         "labels": meta["labels"],
         "tokenizer": {"lower_case": meta["lower_case"], "sequence_length": meta["sequence_length"], "vocab_sha256": meta["vocab_sha256"]},
-        "models": {name: ARTIFACTS[name].path for name in profile.tflite_artifacts},
+        "models": {name: ARTIFACTS[name].path for name in profile.runtime_artifacts},
         # Only a raw-text model leaves out runtimes (those without tensorflow-text's kernels and Flex); otherwise every runtime runs every model.
         **({"model_runtimes": runtimes} if text_models(profile) else {}),
         "default_model": ARTIFACTS[default].path,
         "default_runtime": runtimes[default][0],
         "tolerances": dataclasses.asdict(profile.tolerances),
         # The artifact table's checks, applied on the board by bench.py --parity exactly as in the build.
-        "parity_checks": {name: [list(check) for check in ARTIFACTS[name].parity] for name in profile.tflite_artifacts},
+        "parity_checks": {name: [list(check) for check in ARTIFACTS[name].parity] for name in profile.runtime_artifacts},
         "files": {
             path.relative_to(folder).as_posix(): {"sha256": sha256_file(path), "size": path.stat().st_size}
             for path in sorted(folder.rglob("*"))
@@ -309,7 +309,7 @@ def build_bundle(profile: TargetProfile, reference: Path, test: tuple[Path, Path
     folder, archive = target.bundle_dir, target.bundle_archive
     with atomic_outputs(folder, archive) as (staging, archive_tmp):
         (staging / "board").mkdir(parents=True)
-        for name in profile.tflite_artifacts:
+        for name in profile.runtime_artifacts:
             shutil.copyfile(target.artifact(name), staging / ARTIFACTS[name].path)
         shutil.copyfile(reference / "assets" / "vocab.txt", staging / "vocab.txt")
         shutil.copyfile(labels, staging / "labels.txt")
@@ -327,8 +327,8 @@ def build_bundle(profile: TargetProfile, reference: Path, test: tuple[Path, Path
         (staging / launch.MANIFEST).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         launch.verify(str(staging))
         written = sorted(p.relative_to(staging).as_posix() for p in staging.rglob("*") if p.is_file())
-        if written != target.bundle_names(profile.tflite_artifacts):
-            raise StageError(f"{folder}: wrote {written}, the build expects {target.bundle_names(profile.tflite_artifacts)}")
+        if written != target.bundle_names(profile.runtime_artifacts):
+            raise StageError(f"{folder}: wrote {written}, the build expects {target.bundle_names(profile.runtime_artifacts)}")
         write_tarball(staging, archive_tmp, f"bundle-{profile.name}")
     record["tokenizer_checked_examples"] = checked
     return record

@@ -57,7 +57,7 @@ def artifact_record(target: Target, name: str) -> dict:
 def converter_settings(target: Target, profile: TargetProfile) -> dict:
     """Each TF Lite artifact's converter settings, without the time conversion took."""
     settings = {}
-    for name in profile.tflite_artifacts:
+    for name in profile.runtime_artifacts:
         converter = read_json(target.conversion_report(name))["converter"]
         settings[name] = {key: value for key, value in converter.items() if key != "seconds"}
     return settings
@@ -65,7 +65,7 @@ def converter_settings(target: Target, profile: TargetProfile) -> dict:
 
 def machine_independent_metrics(target: Target, profile: TargetProfile) -> dict:
     evaluation = read_json(target.evaluation)["artifacts"]
-    runtime_parity = read_json(target.runtime_parity) if profile.tflite_artifacts else {}
+    runtime_parity = read_json(target.runtime_parity) if profile.runtime_artifacts else {}
     metrics = {}
     for name in profile.artifacts:
         metrics[name] = {"test_accuracy": evaluation[name]["accuracy"]}

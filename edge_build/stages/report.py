@@ -82,18 +82,25 @@ def same_files(a: Path, b: Path) -> bool:
     return listing(a) == listing(b)
 
 
-def artifact_logits(name: str, target: Target, inputs: ReportInputs, texts_and_labels, reference_logits: np.ndarray) -> np.ndarray:
-    """The artifact's logits on the test split, computed where they were cheapest to get right."""
+def recorded_tflite_logits(name: str, target: Target, inputs: ReportInputs, texts_and_labels, reference_logits: np.ndarray) -> np.ndarray:
+    """A TF Lite model's: the tflite stage's logits on the test split, once the file is checked to be the one converted."""
+    problem = conversion_mismatch(target.artifact(name), read_json(target.conversion_report(name)))
+    if problem:
+        raise StageError(problem)
+    return read_rows(target.test_logits(name), len(reference_logits))
+
+
+def saved_model_logits(name: str, target: Target, inputs: ReportInputs, texts_and_labels, reference_logits: np.ndarray) -> np.ndarray:
+    """A SavedModel's: the reference's own when it is a byte-identical copy, else ``serving_default`` on the raw texts."""
     path = target.artifact(name)
-    if ARTIFACTS[name].kind == "tflite":
-        problem = conversion_mismatch(path, read_json(target.conversion_report(name)))
-        if problem:
-            raise StageError(problem)
-        return read_rows(target.test_logits(name), len(reference_logits))
     if same_files(path, inputs.reference):
         return reference_logits
     texts, labels = texts_and_labels
     return saved_model.checked_logits(path, texts, labels)
+
+
+#: Each format's logits on the test split, computed where they are cheapest to get right.
+LOGITS_OF_KIND = {"tflite": recorded_tflite_logits, "saved_model": saved_model_logits}
 
 
 #: What a raw-text model's conversion record says about its ops and tokenizer, carried into eval.json.
@@ -120,7 +127,7 @@ def evaluate(profile: TargetProfile, inputs: ReportInputs, target: Target) -> di
     results, failures, predictions = {}, [], {REFERENCE: np.argmax(reference_logits, axis=-1)}
     for name in profile.artifacts:
         path = target.artifact(name)
-        logits = artifact_logits(name, target, inputs, (texts, labels), reference_logits)
+        logits = LOGITS_OF_KIND[ARTIFACTS[name].kind](name, target, inputs, (texts, labels), reference_logits)
         figures = parity.compare(reference_logits, logits, y_true)
         broken = parity.breaches(name, figures, profile.tolerances, on_gpu)
         failures += [f"{name}: {b}" for b in broken]
@@ -259,7 +266,7 @@ def render_narrowed_runtimes(profile: TargetProfile) -> list[str]:
     """Which artifacts were checked on only some of the profile's runtimes, and why (nothing when every artifact ran on all)."""
     everywhere = {r.name for r in profile.runtimes}
     lines = []
-    for name in profile.tflite_artifacts:
+    for name in profile.runtime_artifacts:
         checked = [r.name for r in profile.runtimes_for(name)]
         if set(checked) != everywhere:
             skipped = ", ".join(sorted(everywhere - set(checked)))
@@ -362,8 +369,8 @@ class Context:
             data_report=read_json(inputs.data_report),
             quality=read_json(inputs.quality),
             train_log=read_json(inputs.train_log),
-            tflite_reports={name: read_json(target.conversion_report(name)) for name in profile.tflite_artifacts},
-            runtime_checks=read_json(target.runtime_checks) if profile.tflite_artifacts else None,
+            tflite_reports={name: read_json(target.conversion_report(name)) for name in profile.runtime_artifacts},
+            runtime_checks=read_json(target.runtime_checks) if profile.runtime_artifacts else None,
             xla_checks=read_json(inputs.xla_checks) if inputs.xla_checks else None,
             calibration=read_json(inputs.calibration_summary) if inputs.calibration_summary else None,
         )

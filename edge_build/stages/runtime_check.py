@@ -153,11 +153,11 @@ def machine_independent(checks: dict) -> dict:
 
 def runtime_checks(profile: TargetProfile, test: TestSplit, target: Target, runtime_env: Path) -> dict:
     environment = read_environment(runtime_env)
-    golden = build_golden(test, profile.checks.golden_examples, any(ARTIFACTS[a].inputs == "text" for a in profile.tflite_artifacts))
+    golden = build_golden(test, profile.checks.golden_examples, any(ARTIFACTS[a].inputs == "text" for a in profile.runtime_artifacts))
     with atomic_outputs(*target.runtime_check_outputs) as (golden_tmp, checks_tmp, parity_tmp, plot_tmp), tempfile.TemporaryDirectory() as scratch:
         with open(golden_tmp, "wb") as handle:
             np.savez(handle, **golden)
-        checks = {name: check_artifact(name, target, golden, golden_tmp, profile, Path(scratch), environment) for name in profile.tflite_artifacts}
+        checks = {name: check_artifact(name, target, golden, golden_tmp, profile, Path(scratch), environment) for name in profile.runtime_artifacts}
         if any(r["problems"] for per in checks.values() for r in per.values()):
             rows = [(artifact, runtime, problem) for artifact, per in checks.items() for runtime, r in per.items() for problem in r["problems"]]
             print(parity.failure_table(rows), file=sys.stderr)
