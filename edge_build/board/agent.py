@@ -33,6 +33,8 @@ import sys
 import tarfile
 import tempfile
 
+from . import EXIT_USAGE, fail
+
 MANIFEST = "manifest.json"
 #: A runtime that takes longer than this to import is reported as not importing.
 IMPORT_TIMEOUT_S = 120
@@ -298,8 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = {"probe": probe, "prepare": prepare, "install": install, "run": run, "discard": discard}[args.command](args)
     except (BundleError, OSError, tarfile.TarError) as exc:
-        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+        return fail(exc, EXIT_USAGE)
     print(json.dumps(result))
     return 0
 

@@ -25,6 +25,7 @@ import time
 
 import numpy as np
 
+from . import EXIT_MODEL_FAILED, EXIT_RUNTIME_MISSING, EXIT_USAGE, fail
 from .parity import compare, load_golden, unpack_texts
 from .runtime import INTERPRETER_MODULES, RuntimeMissing, make_interpreter, runtime_version
 
@@ -184,16 +185,13 @@ def main(argv: list[str] | None = None) -> int:
 def execute(args: argparse.Namespace) -> int:
     """Run and print the benchmark the options ask for; the exit code."""
     if args.parity and not args.golden:
-        print("error: --parity needs --golden", file=sys.stderr)
-        return 2
+        return fail("--parity needs --golden", EXIT_USAGE)
     try:
         result = run(args)
     except RuntimeMissing as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
+        return fail(exc, EXIT_RUNTIME_MISSING)
     except (RuntimeError, ValueError) as exc:
-        print(f"error: {args.model}: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 4
+        return fail(f"{args.model}: {exc}", EXIT_MODEL_FAILED)
     text = json.dumps(result, indent=2)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as handle:

@@ -17,6 +17,7 @@ import tarfile
 
 import numpy as np
 
+from . import EXIT_OUTSIDE_TOLERANCES, EXIT_USAGE, fail
 from .agent import MANIFEST, BundleError, safe_extract, verify
 from .parity import breaches
 
@@ -58,8 +59,7 @@ def bench_main(argv: list[str]) -> int:
     try:
         manifest = verify(folder)
     except BundleError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(exc, EXIT_USAGE)
     # No runtime default here: it depends on the model (the first runtime the manifest names for it).
     parser = build_parser(manifest["default_model"], runtime=None, golden=os.path.join(folder, "golden.npz"))
     args = parser.parse_args(argv)
@@ -68,13 +68,11 @@ def bench_main(argv: list[str]) -> int:
         args.out = os.path.join(folder, "bench-result.json")
     artifact = artifact_of(manifest, folder, args.model)
     if args.parity and artifact is None:
-        print(f"error: {args.model} is not a model of this bundle: the build's parity checks for it are unknown", file=sys.stderr)
-        return 2
+        return fail(f"{args.model} is not a model of this bundle: the build's parity checks for it are unknown", EXIT_USAGE)
     try:
         args.runtime = choose_runtime(manifest, artifact, args.runtime, args.model)
     except BundleError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(exc, EXIT_USAGE)
     code = execute(args)
     if code or not args.parity:
         return code
@@ -82,7 +80,7 @@ def bench_main(argv: list[str]) -> int:
         figures = json.load(handle)["parity"]
     broken = breaches(manifest["parity_checks"][artifact], figures, manifest["tolerances"])
     print("parity: " + ("within the build's tolerances" if not broken else "OUTSIDE the build's tolerances: " + "; ".join(broken)))
-    return 1 if broken else 0
+    return EXIT_OUTSIDE_TOLERANCES if broken else 0
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -119,8 +117,7 @@ def classify_main(argv: list[str]) -> int:
         model = Model(choose_runtime(manifest, artifact_of(manifest, folder, path), args.runtime, path), path, 1, 1)
         encode = text_encoder(model, folder, manifest)
     except (BundleError, RuntimeMissing, RuntimeError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(exc, EXIT_USAGE)
     labels = manifest["labels"]
     for text in texts:
         probabilities = softmax(model.run(encode(text)))[0]
@@ -150,8 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             names = safe_extract(args.archive, args.destination)
             print(f"{args.archive}: {len(names)} entries unpacked into {args.destination}")
     except (BundleError, OSError, tarfile.TarError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return fail(exc, EXIT_USAGE)
     return 0
 
 

@@ -15,6 +15,7 @@ import sys
 
 import numpy as np
 
+from . import EXIT_OUTSIDE_TOLERANCES, EXIT_USAGE
 from .runtime import RuntimeMissing, load_interpreter, runtime_version
 
 
@@ -56,10 +57,10 @@ def preflight(runtime: str, model_path: str) -> dict:
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m edge_build.board.preflight RUNTIME MODEL.tflite", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     result = preflight(*argv)
     print(json.dumps(result))
-    return 0 if result["ok"] else 1
+    return 0 if result["ok"] else EXIT_OUTSIDE_TOLERANCES
 
 
 if __name__ == "__main__":

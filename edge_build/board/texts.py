@@ -14,6 +14,7 @@ import sys
 
 import numpy as np
 
+from . import EXIT_MODEL_FAILED, EXIT_RUNTIME_MISSING, EXIT_USAGE, fail
 from .bench import Model
 from .parity import unpack_texts
 from .runtime import RuntimeMissing
@@ -33,18 +34,16 @@ def run_texts(runtime: str, model_path: str, texts: list[bytes]) -> tuple[np.nda
 def main(argv: list[str]) -> int:
     if len(argv) != 4:
         print("usage: python -m edge_build.board.texts RUNTIME MODEL.tflite TEXTS.npz OUT.npz", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     runtime, model_path, texts_path, out_path = argv
     try:
         with np.load(texts_path, allow_pickle=False) as arrays:
             texts = unpack_texts(arrays)
         logits, ids = run_texts(runtime, model_path, texts)
     except RuntimeMissing as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 3
+        return fail(exc, EXIT_RUNTIME_MISSING)
     except (RuntimeError, ValueError) as exc:
-        print(f"error: {model_path}: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 4
+        return fail(f"{model_path}: {exc}", EXIT_MODEL_FAILED)
     with open(out_path, "wb") as handle:
         np.savez(handle, logits=logits, token_ids=ids)
     return 0

@@ -36,6 +36,7 @@ import numpy as np
 from edge_build import cli, parity
 from edge_build.artifacts import ARTIFACTS
 from edge_build.atomic import atomic_outputs
+from edge_build.board import EXIT_RUNTIME_MISSING
 from edge_build.board.parity import pack_texts
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
@@ -46,8 +47,6 @@ from edge_build.records import read_json, read_labels, read_rows
 from edge_build.runtime_envs import describe, launcher, read_environment, unavailable
 from edge_build.tflite_host import conversion_mismatch
 from edge_build.tfrecord import read_split
-
-EXIT_RUNTIME_MISSING = 3
 
 
 @dataclasses.dataclass(frozen=True)
