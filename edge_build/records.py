@@ -1,16 +1,20 @@
 """Reading back what earlier stages wrote: the splits in ``tf.data`` pipelines, labels and JSON records.
 
 Stages that only need a split's texts and labels read it with ``edge_build.tfrecord``, without TensorFlow.
+Standard library at import: numpy and TensorFlow load only where arrays or ``tf.data`` are read, so
+that the report, which reads JSON records only, loads neither.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from edge_build.errors import StageError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def feature_spec():
@@ -37,6 +41,7 @@ def read_split_with_tensorflow(path: Path | str) -> tuple[list[bytes], np.ndarra
     TensorFlow numbers every function it traces in a process, the SavedModel's
     function names carry those numbers, and the same reads keep its bytes the same.
     """
+    import numpy as np
     import tensorflow as tf
 
     if not Path(path).is_file():
@@ -68,6 +73,8 @@ def read_json(path: Path | str) -> dict:
 
 def read_rows(path: Path | str, examples: int) -> np.ndarray:
     """A ``.npy`` with one row per example of a split (token ids, logits), after checking the count."""
+    import numpy as np
+
     if not Path(path).is_file():
         raise StageError(f"{path}: not found (run the stage that writes it first)")
     rows = np.load(path, allow_pickle=False)

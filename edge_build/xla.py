@@ -30,8 +30,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from edge_build import cli
 from edge_build.errors import StageError
 from edge_build.provenance import cpu_model
@@ -134,6 +132,8 @@ class _Watch:
 
 def call_inputs(signature: str, batch: int, sequence_length: int, real: bool = False) -> dict:
     """A warm-up request's inputs at ``batch``; with ``real``, the same shapes with other content."""
+    import numpy as np  # here: the report imports this module for describe() and loads no numpy
+
     if signature == "serving_default":
         value = np.array([REAL_CALL_TEXT if real else WARMUP_TEXT] * batch, dtype=object)
     else:

@@ -309,15 +309,16 @@ def write_profile(directory: Path, name: str, text: str) -> Path:
     return path
 
 
-def report_inputs(tiny_artifacts: dict, xla_checks: Path | None):
-    from edge_build.stages.report import ReportInputs
+def evaluate_and_report(profile, tiny_artifacts: dict, xla_checks: Path | None, target) -> dict:
+    """The evaluate and report stages on the tiny build's records, for ``target``; the evaluation."""
+    from edge_build.evaluation import EvaluationInputs
+    from edge_build.stages import evaluate, report
 
     layout = tiny_artifacts["layout"]
-    return ReportInputs(
-        layout.reference,
-        layout.reference_logits,
-        layout.data.split("test"),
-        layout.data.labels,
+    inputs = EvaluationInputs(layout.reference, layout.reference_logits, layout.data.split("test"), layout.data.labels)
+    evaluation = evaluate.build_evaluation(profile, inputs, target)
+    records = report.ReportInputs(
+        target.evaluation,
         layout.data.summary,
         layout.data.report[1],
         layout.quality,
@@ -325,6 +326,8 @@ def report_inputs(tiny_artifacts: dict, xla_checks: Path | None):
         layout.calibration_summary,
         xla_checks,
     )
+    report.build_report(profile, records, target)
+    return evaluation
 
 
 def reported_copy(tiny_artifacts: dict, destination: Path, profile_text: str | None = None) -> dict:
@@ -334,7 +337,7 @@ def reported_copy(tiny_artifacts: dict, destination: Path, profile_text: str | N
     """
     from edge_build.config.profile import load_profile, read_profile
     from edge_build.layout import Target
-    from edge_build.stages import manifest, report
+    from edge_build.stages import manifest
 
     shutil.copytree(tiny_artifacts["target"], destination)
     if profile_text is None:
@@ -343,7 +346,7 @@ def reported_copy(tiny_artifacts: dict, destination: Path, profile_text: str | N
         profile = read_profile(write_profile(destination.parent / "targets", "tiny", profile_text))
     target = Target(destination, "tiny")
     xla_checks = target.xla_checks if "saved_model_xla" in profile.artifacts else None
-    report.build_report(profile, report_inputs(tiny_artifacts, xla_checks), target)
+    evaluate_and_report(profile, tiny_artifacts, xla_checks, target)
     layout = tiny_artifacts["layout"]
     args = (
         profile,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, TINY_PROFILE, environment_with, report_inputs, with_litert, without_artifacts, write_profile
+from conftest import REPO, TINY_PROFILE, environment_with, evaluate_and_report, with_litert, without_artifacts, write_profile
 
 from edge_build.config.profile import load_profile
 from edge_build.errors import StageError
@@ -38,7 +38,7 @@ def test_metrics_refuse_mismatched_arrays():
 def test_the_report_evaluates_every_artifact_against_the_reference(tiny_artifacts):
     profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
     target = tiny_artifacts["target"]
-    evaluation = report.build_report(profile, report_inputs(tiny_artifacts, tiny_artifacts["xla_checks"]), Target(target, "tiny"))
+    evaluation = evaluate_and_report(profile, tiny_artifacts, tiny_artifacts["xla_checks"], Target(target, "tiny"))
     assert json.loads((target / "eval.json").read_text()) == evaluation
     assert list(evaluation["artifacts"]) == ["saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_fp16", "tflite_int8"]
     for result in evaluation["artifacts"].values():
@@ -113,7 +113,7 @@ def test_a_tolerance_breach_on_the_test_split_fails_the_report(tiny_artifacts, t
     with pytest.raises(
         StageError, match=r"targets/tiny.toml tolerances broken on the test split: tflite_fp32: max \|Δlogit\| .* \(allowed <= 1e-12\)"
     ) as caught:
-        report.build_report(profile, report_inputs(tiny_artifacts, tiny_artifacts["xla_checks"]), Target(out, "tiny"))
+        evaluate_and_report(profile, tiny_artifacts, tiny_artifacts["xla_checks"], Target(out, "tiny"))
     assert str(caught.value).startswith(f"{tmp_path / 'targets' / 'tiny.toml'} tolerances broken")  # the profile's own file
     assert not (out / "eval.json").exists() and not (out / "report.md").exists()
 
@@ -128,7 +128,7 @@ def test_an_optional_runtime_that_was_not_checked_is_a_row_of_the_report(tiny_ar
     layout = tiny_artifacts["layout"]
     test = runtime_check.TestSplit.read(layout.data.split("test"), layout.token_ids("test"), layout.reference_logits, layout.data.labels)
     runtime_check.runtime_checks(profile, test, Target(out, "tiny"), runtime_env)
-    report.build_report(profile, report_inputs(tiny_artifacts, out / "xla_checks.json"), Target(out, "tiny"))
+    evaluate_and_report(profile, tiny_artifacts, out / "xla_checks.json", Target(out, "tiny"))
     markdown = (out / "report.md").read_text()
     assert f"not checked: {reason} (optional runtime: reported, not gated)" in markdown
     assert "| tflite_int8 | tflite-runtime 2.14.0 |" in markdown
@@ -149,7 +149,7 @@ def test_a_tflite_model_that_is_not_the_converted_one_is_refused(tiny_artifacts,
     converted = model.read_bytes()
     model.write_bytes(converted + b"\0")
     with pytest.raises(StageError) as caught:
-        report.build_report(profile, report_inputs(tiny_artifacts, out / "xla_checks.json"), Target(out, "tiny"))
+        evaluate_and_report(profile, tiny_artifacts, out / "xla_checks.json", Target(out, "tiny"))
     assert str(caught.value) == (
         f"corrupted: {model} has {len(converted) + 1} bytes, the conversion wrote {len(converted)} (truncated or replaced; delete it and run scons to rebuild it)"
     )
@@ -163,13 +163,13 @@ def test_the_xla_checks_record_goes_with_saved_model_xla(tiny_artifacts, tmp_pat
     profile = load_profile(tmp_path / "targets", "tiny")
     out = stale_free_copy(tiny_artifacts, tmp_path / "target")
     with pytest.raises(StageError, match=r"tiny\.toml: the XLA checks' record is given exactly when the profile lists saved_model_xla"):
-        report.build_report(profile, report_inputs(tiny_artifacts, None if listed else out / "xla_checks.json"), Target(out, "tiny"))
-    assert not (out / "eval.json").exists()
+        evaluate_and_report(profile, tiny_artifacts, None if listed else out / "xla_checks.json", Target(out, "tiny"))
+    assert not (out / "report.md").exists()
 
 
 def test_the_stages_after_conversion_import_no_tensorflow():
     code = (
-        "import sys; from edge_build.stages import calibrate, quality, report, manifest, bundle, runtime_check; "
+        "import sys; from edge_build.stages import calibrate, quality, evaluate, report, manifest, bundle, runtime_check; "
         "print('tensorflow' in sys.modules, 'keras' in sys.modules)"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
@@ -181,34 +181,21 @@ def test_a_report_without_the_xla_savedmodel_runs_without_tensorflow(tiny_artifa
     profile_path = write_profile(tmp_path / "targets", "tiny", without_artifacts(TINY_PROFILE, "saved_model_xla"))
     out = stale_free_copy(tiny_artifacts, tmp_path / "target")
     layout = tiny_artifacts["layout"]
-    argv = [
-        "--profile",
-        profile_path,
-        "--target-dir",
-        out,
-        "--reference",
-        layout.reference,
-        "--reference-logits",
-        layout.reference_logits,
-        "--test",
-        layout.data.split("test"),
-        "--labels",
-        layout.data.labels,
-        "--data-summary",
-        layout.data.summary,
-        "--data-report",
-        layout.data.report[1],
-        "--quality",
-        layout.quality,
-        "--train-log",
-        layout.train_log,
-        "--calibration-summary",
-        layout.calibration_summary,
-    ]
-    code = "import sys; from edge_build import cli; from edge_build.stages import report; c = cli.run(report.build_parser, report.drive, sys.argv[1:]); print(c, 'tensorflow' in sys.modules)"
-    result = subprocess.run([sys.executable, "-c", code, *map(str, argv)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    target = ["--profile", profile_path, "--target-dir", out]
+    evaluate_argv = [*target, "--reference", layout.reference, "--reference-logits", layout.reference_logits, "--test", layout.data.split("test")]
+    evaluate_argv += ["--labels", layout.data.labels]
+    report_argv = [*target, "--evaluation", out / "eval.json", "--data-summary", layout.data.summary, "--data-report", layout.data.report[1]]
+    report_argv += ["--quality", layout.quality, "--train-log", layout.train_log, "--calibration-summary", layout.calibration_summary]
+    code = (
+        "import json, sys; from edge_build import cli; from edge_build.stages import evaluate, report; "
+        "argv = json.loads(sys.argv[1]); "
+        "codes = [cli.run(stage.build_parser, stage.drive, args) for stage, args in zip((evaluate, report), argv)]; "
+        "print(codes, 'tensorflow' in sys.modules)"
+    )
+    argv = json.dumps([[str(a) for a in evaluate_argv], [str(a) for a in report_argv]])
+    result = subprocess.run([sys.executable, "-c", code, argv], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip().splitlines()[-1] == "0 False"
+    assert result.stdout.strip().splitlines()[-1] == "[0, 0] False"
     evaluation = json.loads((out / "eval.json").read_text())
     assert list(evaluation["artifacts"]) == ["saved_model_cpu", "tflite_fp32", "tflite_fp16", "tflite_int8"]
     assert evaluation["artifacts"]["saved_model_cpu"]["parity"]["max_abs_logit_error"] == 0.0
@@ -275,7 +262,7 @@ def test_a_raw_text_model_s_ops_conversion_path_and_runtimes_are_in_the_report(t
     profile = load_profile(write_profile(tmp_path / "targets", "tiny", RAW_TEXT_PROFILE).parent, "tiny")
     out = stale_free_copy(tiny_artifacts, tmp_path / "target")
     with_raw_text_model(out)
-    evaluation = report.build_report(profile, report_inputs(tiny_artifacts, None), Target(out, "tiny"))
+    evaluation = evaluate_and_report(profile, tiny_artifacts, None, Target(out, "tiny"))
     raw_text = evaluation["artifacts"]["tflite_text_int8"]["raw_text"]
     assert raw_text["custom_ops"] == TEXT_CUSTOM_OPS and raw_text["flex_ops"] == TEXT_FLEX_OPS
     assert raw_text["conversion_path"] == TEXT_RECORD["conversion_path"] and raw_text["test_logits_runtime"] == "tensorflow-cpu 2.15.1"

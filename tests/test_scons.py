@@ -134,6 +134,7 @@ def test_a_clean_build_runs_every_stage_and_reports(project):
             "runtime_env",
             "runtime_check",
             "xla_check",
+            "evaluate",
             "report",
             "manifest",
             "bundle",
@@ -325,6 +326,7 @@ RETRAINED = [
     *TINY_CONVERSIONS,
     "runtime_check",
     "xla_check",
+    "evaluate",
     "report",
     "manifest",
     "bundle",
@@ -363,7 +365,7 @@ def test_a_calibration_edit_rebuilds_only_the_int8_model_and_what_follows(projec
     int8 = (build / "tiny" / "model_int8.tflite").read_bytes()
     (project["calibration"] / "calibration.toml").write_text("samples = 9\nseed = 3\n", encoding="utf-8")
     result = scons(*project["args"], "--debug=explain")
-    assert stages_run(result) == ["calibrate", "tflite_int8", "runtime_check", "report", "manifest", "bundle"]
+    assert sorted(stages_run(result)) == sorted(["calibrate", "tflite_int8", "evaluate", "runtime_check", "report", "manifest", "bundle"])
     assert "because" in result.stdout and "calibration.toml" in result.stdout
     assert mtimes(upstream) == before
     assert (build / "tiny" / "model_int8.tflite").read_bytes() != int8
@@ -570,7 +572,7 @@ def test_an_optional_runtime_that_cannot_be_provisioned_is_reported_and_the_buil
         result = scons(*project["args"], "-j2")
     finally:
         profile.write_text(original, encoding="utf-8")
-    assert sorted(stages_run(result)) == sorted(["runtime_env", *TINY_CONVERSIONS, "runtime_check", "report", "manifest", "bundle"])
+    assert sorted(stages_run(result)) == sorted(["runtime_env", *TINY_CONVERSIONS, "evaluate", "runtime_check", "report", "manifest", "bundle"])
     assert "ai-edge-litert (not provisioned: pip install failed: " in output_of(result, "runtime_env")
     target = project["build"] / "tiny"
     conversion = json.loads((target / "tflite_int8.json").read_text())["runtimes"]

@@ -1,156 +1,44 @@
-"""Stage *report*: evaluate every artifact of a target on the test split; write ``eval.json`` and ``report.md``.
+"""Stage *report*: render a target's records as ``report.md`` and the console headline; it computes nothing.
 
-Reads the reference CPU SavedModel and its test logits, the target's artifacts
-(SavedModels, and ``.tflite`` files with their conversion records, test logits and
-runtime checks), ``test.tfrecord``, ``labels.txt``, the data ``summary.json`` and
-``report.json``, the quality gate's ``quality.json``, ``train_log.json``, for the
-XLA SavedModel ``xla_checks.json`` and, for INT8, the calibration summary.
-The reference's logits come from ``serving_default`` on the raw texts (the
-reference_logits stage); so do those of a SavedModel that is not a byte-identical
-copy of the reference. TF Lite models' come from TensorFlow's interpreter on the
-test split's token ids (the tflite stage), once the model file is checked to be
-the one converted; a raw-text model's from the Flex-capable runtime its record
-names (``test_logits_runtime``), on the raw test texts: TF 2.21's interpreter has
-no Flex delegate. A raw-text model's report also lists its custom and Flex ops,
-its conversion path, calibration route and tokenizer check, and the runtimes'
-footprint. TensorFlow is loaded only for the XLA SavedModel. Every
-artifact is compared with the reference; a breach of the profile's tolerances
-fails the stage with the figures. Accuracies carry 95% Wilson intervals; INT8
-and its float twin get an exact McNemar test.
+Reads the evaluate stage's ``eval.json``, the target's conversion records and
+runtime checks, the data ``summary.json`` and ``report.json``, the quality gate's
+``quality.json``, ``train_log.json``, for the XLA SavedModel ``xla_checks.json``
+and, for INT8, the calibration summary. One renderer per section; a raw-text
+model's section lists its custom and Flex ops, its conversion path, calibration
+route and tokenizer check, and the runtimes' footprint. Loads neither TensorFlow
+nor numpy (``tests/test_report_golden.py`` renders a real build's records).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
+import statistics
 import sys
 from pathlib import Path
 
-import numpy as np
-
-from edge_build import cli, parity, saved_model, xla
+from edge_build import cli, saved_model, xla
 from edge_build.artifacts import ARTIFACTS
-from edge_build.atomic import atomic_outputs
+from edge_build.atomic import atomic_output
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
 from edge_build.layout import Target
 from edge_build.markdown import table
-from edge_build.metrics import classification_metrics
-from edge_build.provenance import sha256_file, size_of
-from edge_build.records import read_json, read_labels, read_rows
+from edge_build.records import read_json
 from edge_build.runtime_envs import describe
-from edge_build.stats import mcnemar_exact
-from edge_build.tflite_host import conversion_mismatch
-from edge_build.tfrecord import read_split
-
-REFERENCE = "saved_model_cpu"
-
-
-def int8_mcnemar(predictions: dict, y_true: np.ndarray) -> dict | None:
-    """Exact McNemar test of the INT8 model against its float32 twin (the reference without one):
-    whether the examples only one of them gets right tell a real difference from noise."""
-    if "tflite_int8" not in predictions:
-        return None
-    float_name = "tflite_fp32" if "tflite_fp32" in predictions else REFERENCE
-    test = mcnemar_exact(predictions["tflite_int8"] == y_true, predictions[float_name] == y_true)
-    return {"a": "tflite_int8", "b": float_name, **test}
 
 
 @dataclasses.dataclass(frozen=True)
 class ReportInputs:
-    """The shared files a target's report reads (the target's own come from ``layout.Target``)."""
+    """The shared records a target's report reads (the target's own come from ``layout.Target``)."""
 
-    reference: Path
-    reference_logits: Path
-    test_records: Path
-    labels: Path
+    evaluation: Path
     data_summary: Path
     data_report: Path
     quality: Path
     train_log: Path
     calibration_summary: Path | None = None
     xla_checks: Path | None = None
-
-
-def same_files(a: Path, b: Path) -> bool:
-    """Whether two directories hold the same files with the same bytes."""
-
-    def listing(root: Path) -> dict[str, str]:
-        return {p.relative_to(root).as_posix(): sha256_file(p) for p in sorted(root.rglob("*")) if p.is_file()}
-
-    return listing(a) == listing(b)
-
-
-def recorded_tflite_logits(name: str, target: Target, inputs: ReportInputs, texts_and_labels, reference_logits: np.ndarray) -> np.ndarray:
-    """A TF Lite model's: the tflite stage's logits on the test split, once the file is checked to be the one converted."""
-    problem = conversion_mismatch(target.artifact(name), read_json(target.conversion_report(name)))
-    if problem:
-        raise StageError(problem)
-    return read_rows(target.test_logits(name), len(reference_logits))
-
-
-def saved_model_logits(name: str, target: Target, inputs: ReportInputs, texts_and_labels, reference_logits: np.ndarray) -> np.ndarray:
-    """A SavedModel's: the reference's own when it is a byte-identical copy, else ``serving_default`` on the raw texts."""
-    path = target.artifact(name)
-    if same_files(path, inputs.reference):
-        return reference_logits
-    texts, labels = texts_and_labels
-    return saved_model.checked_logits(path, texts, labels)
-
-
-#: Each format's logits on the test split, computed where they are cheapest to get right.
-LOGITS_OF_KIND = {"tflite": recorded_tflite_logits, "saved_model": saved_model_logits}
-
-
-#: What a raw-text model's conversion record says about its ops and tokenizer, carried into eval.json.
-RAW_TEXT_KEYS = ("custom_ops", "flex_ops", "conversion_path", "op_paths", "calibration", "token_ids_check", "test_logits_runtime")
-
-
-def takes_text(name: str) -> bool:
-    return ARTIFACTS[name].inputs == "text"
-
-
-def raw_text_record(name: str, target: Target) -> dict:
-    """For a TF Lite model that takes raw text: its op paths, calibration route and tokenizer check (``raw_text``); nothing for others."""
-    if ARTIFACTS[name].kind != "tflite" or not takes_text(name):
-        return {}
-    record = read_json(target.conversion_report(name))
-    return {"raw_text": {key: record[key] for key in RAW_TEXT_KEYS}}
-
-
-def evaluate(profile: TargetProfile, inputs: ReportInputs, target: Target) -> dict:
-    labels = read_labels(inputs.labels)
-    texts, y_true = read_split(inputs.test_records)
-    reference_logits = read_rows(inputs.reference_logits, len(y_true))
-    on_gpu = "saved_model_xla" in profile.artifacts and xla.compute_device()["backend"] == "gpu"
-    results, failures, predictions = {}, [], {REFERENCE: np.argmax(reference_logits, axis=-1)}
-    for name in profile.artifacts:
-        path = target.artifact(name)
-        logits = LOGITS_OF_KIND[ARTIFACTS[name].kind](name, target, inputs, (texts, labels), reference_logits)
-        figures = parity.compare(reference_logits, logits, y_true)
-        broken = parity.breaches(name, figures, profile.tolerances, on_gpu)
-        failures += [f"{name}: {b}" for b in broken]
-        predictions[name] = np.argmax(logits, axis=-1)
-        results[name] = {
-            "path": str(path),
-            "size_bytes": size_of(path),
-            **classification_metrics(y_true, predictions[name], labels),
-            "parity": {k: figures[k] for k in ("max_abs_logit_error", "mean_abs_logit_error", "top1_agreement")},
-            "tolerance_breaches": broken,
-            **raw_text_record(name, target),
-        }
-    evaluation = {
-        "target": profile.name,
-        "split": "test",
-        "labels": labels,
-        "reference": {"path": str(inputs.reference), **classification_metrics(y_true, predictions[REFERENCE], labels)},
-        "artifacts": results,
-        "int8_vs_float": int8_mcnemar(predictions, y_true),
-    }
-    if failures:
-        raise StageError(f"{profile.source} tolerances broken on the test split: {'; '.join(failures)}")
-    return evaluation
 
 
 def render_runtime_checks(summary: dict, profile: TargetProfile) -> list[str]:
@@ -257,7 +145,7 @@ def render_runtime_checks(summary: dict, profile: TargetProfile) -> list[str]:
     )
     lines += ["", "![latency per invoke](latency.png)"]
     lines += render_narrowed_runtimes(profile)
-    if any(takes_text(name) for name in summary["checks"]):
+    if any(ARTIFACTS[name].inputs == "text" for name in summary["checks"]):
         lines += render_footprint(summary)
     return lines
 
@@ -564,7 +452,7 @@ def render_markdown(evaluation: dict, profile: TargetProfile, context: Context) 
                     ],
                 )
         for name, rep in context.tflite_reports.items():
-            if takes_text(name):
+            if ARTIFACTS[name].inputs == "text":
                 lines += render_raw_text_model(name, rep, profile)
     if context.xla_checks:
         lines += render_xla_checks(context.xla_checks)
@@ -606,7 +494,7 @@ def render_markdown(evaluation: dict, profile: TargetProfile, context: Context) 
         "## Training",
         "",
         f"{len(epochs)} epochs{stopped}, best validation epoch {train_log['best_epoch']} (val accuracy {train_log['best_val_accuracy']:.4f}, "
-        f"val loss {train_log['best_val_loss']:.4f}); median {np.median([e['examples_per_second'] for e in epochs]):.0f} examples/s.",
+        f"val loss {train_log['best_val_loss']:.4f}); median {statistics.median([e['examples_per_second'] for e in epochs]):.0f} examples/s.",
     ]
     for name, r in artifacts.items():
         lines += ["", f"## {name}: per class", ""]
@@ -622,11 +510,10 @@ def render_markdown(evaluation: dict, profile: TargetProfile, context: Context) 
 def build_report(profile: TargetProfile, inputs: ReportInputs, target: Target) -> dict:
     if ("saved_model_xla" in profile.artifacts) != (inputs.xla_checks is not None):
         raise StageError(f"{profile.source}: the XLA checks' record is given exactly when the profile lists saved_model_xla")
-    evaluation = evaluate(profile, inputs, target)
+    evaluation = read_json(inputs.evaluation)
     context = Context.read(profile, inputs, target)
-    with atomic_outputs(target.evaluation, target.report) as (eval_tmp, report_tmp):
-        eval_tmp.write_text(json.dumps(evaluation, indent=2) + "\n", encoding="utf-8")
-        report_tmp.write_text(render_markdown(evaluation, profile, context), encoding="utf-8")
+    with atomic_output(target.report) as temporary:
+        temporary.write_text(render_markdown(evaluation, profile, context), encoding="utf-8")
     return evaluation
 
 
@@ -648,13 +535,8 @@ def headline(evaluation: dict, report_path: Path) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.stages.report", description=__doc__.splitlines()[0])
     parser.add_argument("--profile", type=Path, required=True, help="the target profile (.toml)")
-    parser.add_argument(
-        "--target-dir", type=Path, required=True, help="the target's artifacts and checks; eval.json and report.md go here (layout.Target)"
-    )
-    parser.add_argument("--reference", type=Path, required=True, help="the reference CPU SavedModel's version directory")
-    parser.add_argument("--reference-logits", type=Path, required=True, help="the reference's test logits (.npy)")
-    parser.add_argument("--test", type=Path, required=True, help="test.tfrecord")
-    parser.add_argument("--labels", type=Path, required=True, help="labels.txt")
+    parser.add_argument("--target-dir", type=Path, required=True, help="the target's records; report.md goes here (layout.Target)")
+    parser.add_argument("--evaluation", type=Path, required=True, help="the evaluate stage's eval.json")
     parser.add_argument("--data-summary", type=Path, required=True, help="the data stage's summary.json")
     parser.add_argument("--data-report", type=Path, required=True, help="the data report's report.json")
     parser.add_argument("--quality", type=Path, required=True, help="the quality gate's quality.json")
@@ -667,10 +549,7 @@ def build_parser() -> argparse.ArgumentParser:
 def drive(args: argparse.Namespace) -> None:
     profile = read_profile(args.profile)
     inputs = ReportInputs(
-        args.reference,
-        args.reference_logits,
-        args.test,
-        args.labels,
+        args.evaluation,
         args.data_summary,
         args.data_report,
         args.quality,

@@ -1,0 +1,50 @@
+"""Stage *evaluate*: every artifact of a target on the test split against the reference; write ``eval.json``.
+
+Reads the reference CPU SavedModel and its test logits, the target's artifacts
+(SavedModels, and ``.tflite`` files with their conversion records and test
+logits), ``test.tfrecord`` and ``labels.txt``; ``edge_build.evaluation`` does
+the work. A breach of the profile's tolerances fails the stage with the figures
+and writes nothing. The report renders the record; the manifest copies its figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from edge_build import cli
+from edge_build.atomic import atomic_output
+from edge_build.config.profile import TargetProfile, read_profile
+from edge_build.evaluation import EvaluationInputs, evaluate
+from edge_build.layout import Target
+
+
+def build_evaluation(profile: TargetProfile, inputs: EvaluationInputs, target: Target) -> dict:
+    evaluation = evaluate(profile, inputs, target)
+    with atomic_output(target.evaluation) as temporary:
+        temporary.write_text(json.dumps(evaluation, indent=2) + "\n", encoding="utf-8")
+    return evaluation
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m edge_build.stages.evaluate", description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", type=Path, required=True, help="the target profile (.toml)")
+    parser.add_argument("--target-dir", type=Path, required=True, help="the target's artifacts; eval.json goes here (layout.Target)")
+    parser.add_argument("--reference", type=Path, required=True, help="the reference CPU SavedModel's version directory")
+    parser.add_argument("--reference-logits", type=Path, required=True, help="the reference's test logits (.npy)")
+    parser.add_argument("--test", type=Path, required=True, help="test.tfrecord")
+    parser.add_argument("--labels", type=Path, required=True, help="labels.txt")
+    return parser
+
+
+def drive(args: argparse.Namespace) -> None:
+    profile = read_profile(args.profile)
+    target = Target(args.target_dir, profile.name)
+    evaluation = build_evaluation(profile, EvaluationInputs(args.reference, args.reference_logits, args.test, args.labels), target)
+    print(f"evaluate: {len(evaluation['artifacts'])} artifact(s) of {profile.name} within tolerances on the test split -> {target.evaluation}")
+
+
+if __name__ == "__main__":
+    sys.exit(cli.run(build_parser, drive))
