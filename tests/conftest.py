@@ -255,7 +255,6 @@ name = "tflite-runtime"
 
 [[runtimes]]
 name = "tensorflow-cpu"
-flex_delegate = true
 
 [tolerances]
 int8_min_top1_agreement = 0.8

@@ -206,7 +206,7 @@ RAW_TEXT_PROFILE = (
     without_artifacts(TINY_PROFILE, "saved_model_xla")
     .replace('"tflite_int8"]', '"tflite_int8", "tflite_text_int8"]')
     .replace("select_tf_ops = false", "select_tf_ops = true")
-    .replace('name = "tflite-runtime"\n', 'name = "tflite-runtime"\n\n[[runtimes]]\nname = "tensorflow-cpu"\nflex_delegate = true\n', 1)
+    .replace('name = "tflite-runtime"\n', 'name = "tflite-runtime"\n\n[[runtimes]]\nname = "tensorflow-cpu"\n', 1)
 )
 TEXT_CUSTOM_OPS = ["FastBertNormalize", "FastWordpieceTokenizeWithOffsets"]
 TEXT_FLEX_OPS = ["FlexRaggedRange", "FlexRaggedTensorToTensor"]

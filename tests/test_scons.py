@@ -497,7 +497,7 @@ def test_target_list_and_unknown_targets():
         (
             'name = "tflite-runtime"',
             'name = "tflite-runtime"\nflex_delegate = true',
-            "key 'runtimes.flex_delegate': tflite-runtime's wheels have no Flex delegate (allowed: false)",
+            "unknown key 'runtimes.flex_delegate' (allowed: name, version, required)",
         ),
         ('description = "tests', "description = tests", "not valid TOML: Invalid value (at line 2, column 15)"),
         ("[checks]", "[checks]\ntimeout = 5", "unknown key 'checks.timeout' (allowed: golden_examples, threads, batch, warmup, runs, timeout_s)"),

@@ -45,14 +45,12 @@ class Runtime:
     Attributes:
       name: ``tflite-runtime``, ``ai-edge-litert`` or ``tensorflow-cpu`` (full TF Lite: Flex and tensorflow-text's kernels).
       version: the exact wheel version the board installs (default: the runtime table's).
-      flex_delegate: whether the runtime as deployed has the Flex delegate (only ``tensorflow-cpu``'s wheels do).
       required: whether its runtime checks gate the build; an optional runtime is checked and
         reported where it can run, and only a parity or latency breach on it fails the build.
     """
 
     name: str
     version: str = ""
-    flex_delegate: bool = False
     required: bool = True
 
     def __post_init__(self) -> None:
@@ -62,8 +60,6 @@ class Runtime:
             object.__setattr__(self, "version", RUNTIMES[self.name].version)
         if not re.fullmatch(r"\d+(\.\d+)*", self.version):
             raise ValueError(f"key 'version': expected an exact wheel version such as {RUNTIMES[self.name].version}, not '{self.version}'")
-        if self.flex_delegate and not RUNTIMES[self.name].has_flex_delegate:
-            raise ValueError(f"key 'flex_delegate': {self.name}'s wheels have no Flex delegate (allowed: false)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,7 +246,7 @@ class TargetProfile:
                 able = [name for name, row in RUNTIMES.items() if row.text_ops and row.has_flex_delegate]
                 raise ValueError(
                     f"key 'runtimes': {artifact} takes raw text through tensorflow-text's custom ops and Flex ops, which none of "
-                    f"{', '.join(names)} can run (allowed: add a runtime that can: {', '.join(able)}, with flex_delegate = true)"
+                    f"{', '.join(names)} can run (allowed: add a runtime that can: {', '.join(able)})"
                 )
         if "saved_model_xla" in self.artifacts and "saved_model_cpu" not in self.artifacts:
             raise ValueError("key 'artifacts': saved_model_xla is checked against saved_model_cpu, which must be listed too")
@@ -264,7 +260,7 @@ class TargetProfile:
         """The profile's runtimes that check ``artifact``: a raw-text model only where tensorflow-text's kernels and the Flex delegate are."""
         if ARTIFACTS[artifact].inputs != "text":
             return self.runtimes
-        return tuple(r for r in self.runtimes if RUNTIMES[r.name].text_ops and r.flex_delegate)
+        return tuple(r for r in self.runtimes if RUNTIMES[r.name].text_ops and RUNTIMES[r.name].has_flex_delegate)
 
     @property
     def per_channel_dense(self) -> bool:

@@ -386,7 +386,7 @@ def convert(artifact: str, inputs: ConversionInputs, profile: TargetProfile, out
     content = converted.content
 
     ops = inspect_model(content)
-    flexless = [r.name for r in runtimes if not r.flex_delegate]
+    flexless = [r.name for r in runtimes if not RUNTIMES[r.name].has_flex_delegate]
     if ops["flex_ops"] and flexless:
         able = [name for name, table_row in RUNTIMES.items() if table_row.has_flex_delegate]
         raise StageError(
