@@ -76,8 +76,16 @@ class Data:
 
     @property
     def report(self) -> list[Path]:
-        """The data report: Markdown page, JSON figures, and the window it chose (``edge_build.window``)."""
-        return [self.dir / "report.md", self.dir / "report.json", self.window]
+        """The data report: Markdown page, JSON figures, and the window it chose (``edge_build.window``), in its command's order."""
+        return [self.report_page, self.report_json, self.window]
+
+    @property
+    def report_page(self) -> Path:
+        return self.dir / "report.md"
+
+    @property
+    def report_json(self) -> Path:
+        return self.dir / "report.json"
 
     @property
     def window(self) -> Path:
