@@ -69,3 +69,19 @@ def test_each_stage_depends_on_the_code_it_runs_and_no_more():
 def test_relative_and_package_imports_are_followed(tmp_path: Path):
     found = scons_support.imported_modules(REPO / "edge_build" / "board" / "launch.py")
     assert {"edge_build.board.parity", "edge_build.board.bench", "edge_build.board.runtime", "edge_build.board.wordpiece"} <= found
+
+
+def test_the_board_agent_is_one_standalone_file():
+    # ssh streams agent.py alone to the board's Python (`python3 - COMMAND`): a relative or edge_build import would fail there.
+    tree = ast.parse((REPO / "edge_build" / "board" / "agent.py").read_text(encoding="utf-8"))
+    imports = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("edge_build"))]
+    assert imports == []
+    result = subprocess.run(
+        [sys.executable, "-", "probe", "--help"],
+        input=(REPO / "edge_build" / "board" / "agent.py").read_text(),
+        capture_output=True,
+        text=True,
+        cwd="/",
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
