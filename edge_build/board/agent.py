@@ -33,7 +33,6 @@ import sys
 import tarfile
 import tempfile
 
-
 MANIFEST = "manifest.json"
 #: A runtime that takes longer than this to import is reported as not importing.
 IMPORT_TIMEOUT_S = 120
