@@ -40,10 +40,10 @@ def dataset_root(dataset: str) -> Path | None:
 
 def dataset_files(root: Path | None) -> list[Path]:
     """The files whose content decides the data stage's output (empty when the dataset is missing)."""
-    if root is None or not (root.is_file() or root.is_dir()):
-        return []
-    if root.is_file():
+    if root is not None and root.is_file():
         return [root]
+    if root is None or not root.is_dir():
+        return []
     return sorted(p for p in root.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts))
 
 
