@@ -1,8 +1,9 @@
 """Every file under the build directory: where it lives, which stage writes it, and from what.
 
-The one place that spells a build file's name. ``SConstruct`` declares each
-stage's targets and sources from here and hands the stage those paths on its
-command line; stages and benchmarks never compose a build path themselves.
+The one place that spells a build file's name. ``SConstruct`` maps these paths
+onto each stage's declared files (``edge_build.stage_files``) and hands the stage
+those paths on its command line; stages and benchmarks never compose a build
+path themselves.
 Standard library only: ``SConstruct`` imports this to parse the graph.
 
     build/
@@ -70,14 +71,14 @@ class Data:
         return self.dir / "summary.json"
 
     @property
-    def outputs(self) -> list[Path]:
-        """What the data stage writes, in its command's order."""
-        return [*(self.split(s) for s in SPLITS), self.labels, self.summary]
+    def outputs(self) -> dict[str, Path]:
+        """What the data stage writes, by its names in ``edge_build.stage_files``."""
+        return {**{split: self.split(split) for split in SPLITS}, "labels": self.labels, "summary": self.summary}
 
     @property
-    def report(self) -> list[Path]:
-        """The data report: Markdown page, JSON figures, and the window it chose (``edge_build.window``), in its command's order."""
-        return [self.report_page, self.report_json, self.window]
+    def report(self) -> dict[str, Path]:
+        """The data report's outputs: Markdown page, JSON figures, and the window it chose (``edge_build.window``)."""
+        return {"page": self.report_page, "record": self.report_json, "window": self.window}
 
     @property
     def report_page(self) -> Path:
@@ -108,9 +109,13 @@ class Target:
         row = ARTIFACTS[name]
         files_of_kind = {
             "saved_model": lambda: [self.artifact(name) / f for f in saved_model_files(row.jit_compile)],
-            "tflite": lambda: [self.artifact(name), self.conversion_report(name), self.test_logits(name)],
+            "tflite": lambda: list(self.converted_files(name).values()),
         }
         return files_of_kind[row.kind]()
+
+    def converted_files(self, name: str) -> dict[str, Path]:
+        """The tflite stage's outputs for a TF Lite artifact, by their names in ``edge_build.stage_files``."""
+        return {"model": self.artifact(name), "record": self.conversion_report(name), "test_logits": self.test_logits(name)}
 
     def conversion_report(self, name: str) -> Path:
         return self.dir / f"{name}.json"

@@ -152,10 +152,8 @@ def tiny_build(tmp_path_factory) -> dict[str, Path]:
     }
     data.build_data(str(dataset), files.outputs, (0.6, 0.2, 0.2), seed=3)
     vocab.build_vocab(files.split("train"), layout.vocab, hparams.tokenizer.vocab_size, lower_case=True)
-    data_report.build_data_report(
-        dict(zip(SPLITS, splits)), files.summary, layout.vocab, True, hparams.tokenizer.sequence_length, tuple(files.report)
-    )
-    tokenize.tokenize_splits(splits, layout.vocab, True, hparams.tokenizer.sequence_length, [layout.token_ids(s) for s in SPLITS])
+    data_report.build_data_report(dict(zip(SPLITS, splits)), files.summary, layout.vocab, True, hparams.tokenizer.sequence_length, files.report)
+    tokenize.tokenize_splits({files.split(s): layout.token_ids(s) for s in SPLITS}, layout.vocab, True, hparams.tokenizer.sequence_length)
     train(
         TrainInputs(files.split("train"), files.split("val"), files.labels, layout.vocab, hparams_path, REPO / "model_src" / "model.py"),
         hparams,
@@ -319,7 +317,7 @@ def evaluate_and_report(profile, tiny_artifacts: dict, xla_checks: Path | None, 
     records = report.ReportInputs(
         target.evaluation,
         layout.data.summary,
-        layout.data.report[1],
+        layout.data.report_json,
         layout.quality,
         layout.train_log,
         layout.calibration_summary,
@@ -449,7 +447,7 @@ def gateway_artifacts(tiny_artifacts, gateway_runtime_env) -> dict[str, Path]:
     target = layout.target("tiny-gateway")
     for name in profile.runtime_artifacts:
         paths[name] = target.artifact(name)
-        tflite.convert(name, conversion_inputs(tiny_artifacts), profile, tuple(target.artifact_files(name)), gateway_runtime_env)
+        tflite.convert(name, conversion_inputs(tiny_artifacts), profile, target.converted_files(name), gateway_runtime_env)
     paths["target"], paths["runtime_env"] = target.dir, gateway_runtime_env
     test = runtime_check.TestSplit.read(files.split("test"), layout.token_ids("test"), layout.reference_logits, files.labels)
     runtime_check.runtime_checks(profile, test, target, gateway_runtime_env)
@@ -474,13 +472,13 @@ def tiny_artifacts(tiny_build, host_runtime_env) -> dict[str, Path]:
     calibrate.build_calibration(
         calibration_dir / "calibration.toml",
         calibrate.CalibrationInputs(files.split("train"), layout.token_ids("train"), files.labels, layout.vocab, True, 24),
-        (layout.representative, layout.calibration_summary),
+        {"representative": layout.representative, "summary": layout.calibration_summary},
     )
     inputs = conversion_inputs(tiny_build)
     target = layout.target("tiny")
     for name in profile.runtime_artifacts:
         paths[name] = target.artifact(name)
-        tflite.convert(name, inputs, profile, tuple(target.artifact_files(name)), host_runtime_env)
+        tflite.convert(name, inputs, profile, target.converted_files(name), host_runtime_env)
     paths["saved_model_xla"] = export.export(
         files.split("val"),
         files.labels,

@@ -11,9 +11,12 @@ from conftest import REPO
 from edge_build.config.calibration import load_calibration
 from edge_build.errors import StageError
 from edge_build.layout import Layout
+from edge_build.stage_files import command_files
 from edge_build.stages import calibrate
 
-OUT_FILES = ("representative.npy", "summary.json")
+
+def outputs(folder: Path) -> dict[str, Path]:
+    return {"representative": folder / "representative.npy", "summary": folder / "summary.json"}
 
 
 def inputs_for(layout: Layout, split: str) -> calibrate.CalibrationInputs:
@@ -28,9 +31,7 @@ def build(tiny_build, tmp_path: Path, toml: str, field: str | None = None) -> di
     if field is not None:
         (source / "field.txt").write_text(field, encoding="utf-8")
     split = load_calibration(source / "calibration.toml").split
-    return calibrate.build_calibration(
-        source / "calibration.toml", inputs_for(tiny_build["layout"], split), tuple(tmp_path / "out" / f for f in OUT_FILES)
-    )
+    return calibrate.build_calibration(source / "calibration.toml", inputs_for(tiny_build["layout"], split), outputs(tmp_path / "out"))
 
 
 def test_samples_are_drawn_per_class_and_tokenized_like_training(tiny_build, tmp_path: Path):
@@ -68,8 +69,10 @@ def test_field_samples_are_mixed_in_or_used_alone(tiny_build, tmp_path: Path):
 FIELD_ONLY = 'samples = 0\nfield_samples = "field.txt"\nfield_samples_mode = "only"\n'
 
 
-def split_arguments(layout: Layout, split: str) -> list[str]:
-    return ["--split", str(layout.data.split(split)), "--split-ids", str(layout.token_ids(split)), "--labels", str(layout.data.labels)]
+def command_line(config: Path, layout: Layout, split: str, vocab: Path, out: Path) -> list[str]:
+    """The calibrate stage's file options, as SConstruct writes them."""
+    inputs = {"split": layout.data.split(split), "split_ids": layout.token_ids(split), "labels": layout.data.labels}
+    return command_files("calibrate", {"config": config, **inputs, "vocab": vocab, "window": layout.data.window}, outputs(out))
 
 
 @pytest.mark.parametrize(
@@ -118,17 +121,7 @@ def test_bad_calibration_inputs_fail_in_one_line_and_write_nothing(tiny_build, t
     if field is not None:
         (source / "field.txt").write_text(field, encoding="utf-8")
     split = "val" if 'split = "val"' in toml else "train"
-    argv = [
-        "--config",
-        str(source / "calibration.toml"),
-        *split_arguments(layout, split),
-        "--vocab",
-        str(layout.vocab),
-        "--window",
-        str(layout.data.window),
-        "--out",
-        *(str(tmp_path / "out" / f) for f in OUT_FILES),
-    ]
+    argv = command_line(source / "calibration.toml", layout, split, layout.vocab, tmp_path / "out")
     assert cli.run(calibrate.build_parser, calibrate.drive, argv) == cli.EXIT_USER_ERROR
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and message in err
@@ -148,7 +141,7 @@ def test_ids_made_from_another_split_are_refused(tiny_build, tmp_path: Path):
     with pytest.raises(
         StageError, match=r"val\.npy: an array of shape \(6, 24\) for a split of 24 examples \(made from another split\? run scons again\)"
     ):
-        calibrate.build_calibration(tmp_path / "calibration.toml", wrong, tuple(tmp_path / "out" / f for f in OUT_FILES))
+        calibrate.build_calibration(tmp_path / "calibration.toml", wrong, outputs(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
 
 
@@ -157,7 +150,7 @@ def test_ids_of_another_sequence_length_are_refused(tiny_build, tmp_path: Path):
     layout = tiny_build["layout"]
     longer = calibrate.CalibrationInputs(layout.data.split("train"), layout.token_ids("train"), layout.data.labels, layout.vocab, True, 32)
     with pytest.raises(StageError, match=r"train\.npy: ids of length 24, the tokenizer's sequence length is 32"):
-        calibrate.build_calibration(tmp_path / "calibration.toml", longer, tuple(tmp_path / "out" / f for f in OUT_FILES))
+        calibrate.build_calibration(tmp_path / "calibration.toml", longer, outputs(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
 
 
@@ -178,17 +171,7 @@ def test_drawn_samples_need_no_tensorflow_and_field_samples_do(tiny_build, tmp_p
         source.mkdir()
         (source / "calibration.toml").write_text(toml, encoding="utf-8")
         (source / "field.txt").write_text("goal striker penalty\n", encoding="utf-8")
-        argv = [
-            "--config",
-            str(source / "calibration.toml"),
-            *split_arguments(tiny_build["layout"], "train"),
-            "--vocab",
-            str(tiny_build["vocab"]),
-            "--window",
-            str(tiny_build["layout"].data.window),
-            "--out",
-            *(str(source / "out" / f) for f in OUT_FILES),
-        ]
+        argv = command_line(source / "calibration.toml", tiny_build["layout"], "train", tiny_build["vocab"], source / "out")
         result = subprocess.run([sys.executable, "-c", DRAW_IN_A_NEW_PROCESS, *argv], cwd=REPO, capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, result.stderr[-2000:]
         results[name] = result.stdout.strip().splitlines()[-1]

@@ -10,11 +10,12 @@ from edge_build import corpus, duplicates
 from edge_build.corpus import SPLITS, DataOptions
 from edge_build.errors import DatasetError
 from edge_build.layout import Data
+from edge_build.stage_files import command_files
 from edge_build.stages import data
 from edge_build.tfrecord import read_split
 
 #: What the data stage writes, in its command's order, as the layout names them.
-OUTPUT_FILES = [path.name for path in Data(Path("data")).outputs]
+OUTPUT_FILES = {name: path.name for name, path in Data(Path("data")).outputs.items()}
 
 # Made-up words, so random texts share no 5-gram by accident.
 VOCABULARY = [f"w{i}" for i in range(300)]
@@ -51,7 +52,7 @@ def split_of_texts(out: Path) -> dict[str, str]:
 def test_a_directory_dataset_is_split_per_class_into_tfrecords(tiny_dataset: Path, tmp_path: Path):
     out = tmp_path / "out"
     summary = build(tiny_dataset, out)
-    assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUT_FILES)
+    assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUT_FILES.values())
     assert (out / "labels.txt").read_text().splitlines() == ["astronomy", "cooking", "football"]
     assert summary["counts"] == {
         "train": {"astronomy": 8, "cooking": 8, "football": 8},
@@ -68,7 +69,7 @@ def test_a_directory_dataset_is_split_per_class_into_tfrecords(tiny_dataset: Pat
 def test_splits_are_disjoint_and_deterministic(tiny_dataset: Path, tmp_path: Path):
     build(tiny_dataset, tmp_path / "a")
     build(tiny_dataset, tmp_path / "b")
-    for name in OUTPUT_FILES:
+    for name in OUTPUT_FILES.values():
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
     splits = [set(read_split(tmp_path / "a" / f"{s}.tfrecord")[0]) for s in SPLITS]
     assert not (splits[0] & splits[1]) and not (splits[0] & splits[2]) and not (splits[1] & splits[2])
@@ -79,16 +80,16 @@ def test_splits_are_disjoint_and_deterministic(tiny_dataset: Path, tmp_path: Pat
 def test_each_output_goes_to_the_path_given_for_it(tiny_dataset: Path, tmp_path: Path):
     # The stage composes no file name: the caller (SCons, from layout.py) names all five.
     build(tiny_dataset, tmp_path / "layout")
-    outputs = [
-        tmp_path / "splits" / "a.rec",
-        tmp_path / "splits" / "b.rec",
-        tmp_path / "elsewhere" / "c.rec",
-        tmp_path / "names.txt",
-        tmp_path / "meta" / "s.json",
-    ]
+    outputs = {
+        "train": tmp_path / "splits" / "a.rec",
+        "val": tmp_path / "splits" / "b.rec",
+        "test": tmp_path / "elsewhere" / "c.rec",
+        "labels": tmp_path / "names.txt",
+        "summary": tmp_path / "meta" / "s.json",
+    }
     data.build_data(str(tiny_dataset), outputs, (0.6, 0.2, 0.2), 3)
-    for name, path in zip(OUTPUT_FILES, outputs):
-        assert path.read_bytes() == (tmp_path / "layout" / name).read_bytes()
+    for name, path in outputs.items():
+        assert path.read_bytes() == (tmp_path / "layout" / OUTPUT_FILES[name]).read_bytes()
     assert sorted(p.name for p in (tmp_path / "splits").iterdir()) == ["a.rec", "b.rec"]
 
 
@@ -210,7 +211,9 @@ def test_bad_split_shares_are_refused(spec: str):
 def test_the_cli_reports_a_bad_dataset_in_one_line(tmp_path: Path, capsys):
     from edge_build import cli
 
-    code = cli.run(data.build_parser, data.drive, ["--dataset", str(tmp_path / "nope"), "--out", *map(str, Data(tmp_path / "out").outputs)])
+    code = cli.run(
+        data.build_parser, data.drive, ["--dataset", str(tmp_path / "nope"), *command_files("data", outputs=Data(tmp_path / "out").outputs)]
+    )
     assert code == 2
     assert capsys.readouterr().err == f"error: {tmp_path / 'nope'}: no such file or directory (a dataset is {corpus.DATASET_FORMS})\n"
     assert not (tmp_path / "out").exists()
@@ -479,7 +482,7 @@ def test_a_build_with_duplicates_conflicts_and_near_duplicates_is_byte_determini
     options = DataOptions(label_conflicts="train", near_duplicates="group")
     first, second = (build(dataset, tmp_path / name, options=options) for name in ("a", "b"))
     assert first == second and first["label_conflicts"]["groups"] == 1 and first["duplicates"]["groups"] == 2
-    for name in OUTPUT_FILES:
+    for name in OUTPUT_FILES.values():
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
 
@@ -503,8 +506,7 @@ def test_the_cli_takes_the_reading_and_duplicate_options(tmp_path: Path, capsys)
     argv = [
         "--dataset",
         str(dataset),
-        "--out",
-        *map(str, Data(tmp_path / "out").outputs),
+        *command_files("data", outputs=Data(tmp_path / "out").outputs),
         "--text-column",
         "body",
         "--label-column",
@@ -521,10 +523,11 @@ def test_the_cli_takes_the_reading_and_duplicate_options(tmp_path: Path, capsys)
     assert summary["format"] == {"kind": "jsonl", "text_column": "body", "label_column": "stars"}
     assert (summary["label_conflicts"]["rule"], summary["near_duplicates"]["rule"]) == ("train", "group")
     assert "0 near-duplicate pair(s)" in capsys.readouterr().out
+    files = command_files("data", outputs={name: name for name in ("train", "val", "test", "labels", "summary")})
     with pytest.raises(SystemExit):
-        data.build_parser().parse_args(["--out", "a", "b", "c", "d", "e", "--label-conflicts", "keep"])
-    with pytest.raises(SystemExit):  # one path per output: three splits, labels.txt and summary.json
-        data.build_parser().parse_args(["--out", "a", "b", "c", "d"])
+        data.build_parser().parse_args([*files, "--label-conflicts", "keep"])
+    with pytest.raises(SystemExit):  # every output named: three splits, labels.txt and summary.json
+        data.build_parser().parse_args(files[:-2])
 
 
 def test_bbc_news_copies_stay_in_one_split(tmp_path: Path):

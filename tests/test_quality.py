@@ -11,6 +11,7 @@ from edge_build import cli
 from edge_build.corpus import SPLITS
 from edge_build.errors import StageError
 from edge_build.layout import Data
+from edge_build.stage_files import command_files
 from edge_build.stages import baseline, data, quality
 
 
@@ -63,7 +64,7 @@ def tiny_data(tmp_path_factory) -> Data:
 def test_the_baseline_stage_scores_both_baselines_and_repeats_its_bytes(tiny_data: Data, tmp_path: Path, capsys):
     first, second = tmp_path / "first.json", tmp_path / "second.json"
     for out in (first, second):
-        argv = ["--splits", *(str(tiny_data.split(s)) for s in SPLITS), "--labels", str(tiny_data.labels), "--out", str(out)]
+        argv = command_files("baseline", {**{s: tiny_data.split(s) for s in SPLITS}, "labels": tiny_data.labels}, {"baseline": out})
         assert cli.run(baseline.build_parser, baseline.drive, argv) == 0
     assert first.read_bytes() == second.read_bytes()
     assert "fitted on 24 texts in" in capsys.readouterr().out
@@ -113,20 +114,8 @@ def tiny_baseline(tiny_build, tmp_path_factory) -> Path:
 
 def quality_arguments(tiny_build, baseline_json: Path, margin: str, out: Path) -> list[str]:
     layout = tiny_build["layout"]
-    return [
-        "--reference-logits",
-        str(layout.reference_logits),
-        "--test",
-        str(tiny_build["test"]),
-        "--labels",
-        str(tiny_build["labels"]),
-        "--baseline",
-        str(baseline_json),
-        "--margin",
-        margin,
-        "--out",
-        str(out),
-    ]
+    inputs = {"reference_logits": layout.reference_logits, "test": tiny_build["test"], "labels": tiny_build["labels"], "baseline": baseline_json}
+    return [*command_files("quality", inputs, {"quality": out}), "--margin", margin]
 
 
 def run_quality(tiny_build, baseline_json: Path, margin: str, out: Path) -> int:

@@ -184,7 +184,7 @@ def test_a_report_without_the_xla_savedmodel_runs_without_tensorflow(tiny_artifa
     target = ["--profile", profile_path, "--target-dir", out]
     evaluate_argv = [*target, "--reference", layout.reference, "--reference-logits", layout.reference_logits, "--test", layout.data.split("test")]
     evaluate_argv += ["--labels", layout.data.labels]
-    report_argv = [*target, "--evaluation", out / "eval.json", "--data-summary", layout.data.summary, "--data-report", layout.data.report[1]]
+    report_argv = [*target, "--evaluation", out / "eval.json", "--data-summary", layout.data.summary, "--data-report", layout.data.report_json]
     report_argv += ["--quality", layout.quality, "--train-log", layout.train_log, "--calibration-summary", layout.calibration_summary]
     code = (
         "import json, sys; from edge_build import cli; from edge_build.stages import evaluate, report; "

@@ -141,7 +141,7 @@ def test_a_clean_build_runs_every_stage_and_reports(project):
         ]
     )
     build = project["build"]
-    for path in Layout(build).data.outputs:
+    for path in Layout(build).data.outputs.values():
         assert path.is_file()
     for flavour in ("reference/saved_model_cpu", "tiny/saved_model_cpu", "tiny/saved_model_xla"):
         for name in saved_model_files(jit_compile=flavour.endswith("xla")):
@@ -335,7 +335,7 @@ RETRAINED = [
 
 def test_a_hyperparameter_change_retrains_but_does_not_resplit(project):
     weights = project["build"] / "model" / "model.weights.h5"
-    data_files = Layout(project["build"]).data.outputs
+    data_files = list(Layout(project["build"]).data.outputs.values())
     before = mtimes(data_files)
     old_weights = weights.read_bytes()
     project["hparams"].write_text(TINY_HPARAMS.replace("learning_rate = 0.05", "learning_rate = 0.02"), encoding="utf-8")

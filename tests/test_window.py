@@ -46,14 +46,14 @@ def test_a_bad_window_file_is_one_line_naming_it(tmp_path: Path, text: str, mess
 
 def test_the_data_report_writes_the_window_it_chose(tiny_build, tmp_path: Path):
     layout = tiny_build["layout"]
-    out = tuple(tmp_path / name for name in ("report.md", "report.json", "window.json"))
+    out = {"page": tmp_path / "report.md", "record": tmp_path / "report.json", "window": tmp_path / "window.json"}
     splits = {split: layout.data.split(split) for split in SPLITS}
     record = data_report.build_data_report(splits, layout.data.summary, layout.vocab, True, "auto", out)
-    chosen = json.loads(out[2].read_text(encoding="utf-8"))
+    chosen = json.loads(out["window"].read_text(encoding="utf-8"))
     # The tiny texts are 9 to 31 words, and a 200-token vocabulary splits many words into WordPieces: more than 32 tokens.
-    assert chosen["sequence_length"] == record["sequence_length"] == window.read(out[2]) == 64
+    assert chosen["sequence_length"] == record["sequence_length"] == window.read(out["window"]) == 64
     assert chosen["train_share_whole"] >= 0.99 and record["splits"]["train"]["truncated_share"] <= 0.01
-    assert "sized from the data" in out[0].read_text(encoding="utf-8")
+    assert "sized from the data" in out["page"].read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize(

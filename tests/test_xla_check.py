@@ -95,7 +95,7 @@ def test_a_warm_up_file_that_misses_a_profile_batch_size_fails_the_gate(tiny_art
 
 
 def test_the_stage_reads_the_test_split_file_not_a_data_directory(tmp_path: Path, capsys):
-    common = ["--profile", "tiny.toml", "--reference", "ref/1", "--model", "xla/1", "--out", "xla_checks.json"]
+    common = ["--profile", "tiny.toml", "--reference", "ref/1", "--model", "xla/1", "--checks", "xla_checks.json"]
     args = xla_check.build_parser().parse_args([*common, "--test", "data/test.tfrecord"])
     assert args.test == Path("data/test.tfrecord")
     with pytest.raises(SystemExit):

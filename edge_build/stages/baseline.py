@@ -24,6 +24,7 @@ from edge_build.errors import StageError
 from edge_build.metrics import headline_figures
 from edge_build.provenance import sha256_file
 from edge_build.records import read_labels
+from edge_build.stage_files import add_files
 from edge_build.tfrecord import read_split
 
 SCORED_SPLITS = ("val", "test")
@@ -107,19 +108,17 @@ def build_baseline(split_files: dict[str, Path], labels_path: Path, out: Path) -
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.stages.baseline", description=__doc__.splitlines()[0])
-    parser.add_argument("--splits", type=Path, nargs=len(SPLITS), required=True, help=f"the {', '.join(SPLITS)} split files")
-    parser.add_argument("--labels", type=Path, required=True, help="labels.txt")
-    parser.add_argument("--out", type=Path, required=True, help="the baseline.json to write")
+    add_files("baseline", parser)
     return parser
 
 
 def drive(args: argparse.Namespace) -> None:
-    record, fit_seconds = build_baseline(dict(zip(SPLITS, args.splits)), args.labels, args.out)
+    record, fit_seconds = build_baseline({split: getattr(args, split) for split in SPLITS}, args.labels, args.baseline)
     classical, majority = record["test"]["classical"], record["test"]["majority"]
     print(
         f"baseline: test accuracy {classical['accuracy']:.4f} (macro F1 {classical['macro_f1']:.4f}) for {CLASSICAL_NAME}, "
         f"{majority['accuracy']:.4f} for the majority class '{record['majority_class']['label']}'; "
-        f"fitted on {record['train_examples']} texts in {fit_seconds:.1f} s -> {args.out}"
+        f"fitted on {record['train_examples']} texts in {fit_seconds:.1f} s -> {args.baseline}"
     )
 
 

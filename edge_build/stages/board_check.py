@@ -45,6 +45,7 @@ from edge_build.plots import latency_series, plot_latency
 from edge_build.provenance import sha256_file
 from edge_build.records import read_json
 from edge_build.ssh import CONNECT_TIMEOUT_S, BoardFault, Connection
+from edge_build.stage_files import add_files
 from edge_build.stats import bootstrap_interval, samples_to_decide, wilson_interval
 
 CONFIDENCE = 0.95
@@ -225,10 +226,8 @@ def summary_lines(result: dict) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.stages.board_check", description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", type=Path, required=True, help="the target profile (.toml)")
-    parser.add_argument("--target-dir", type=Path, required=True, help="the target's bundle and golden set; results go under boards/ (layout.Target)")
+    add_files("board_check", parser)
     parser.add_argument("--board", required=True, help="ssh://[USER@]HOST[:PORT][?python=PATH&cache=DIR]")
-    parser.add_argument("--ssh-config", type=Path, help="an ssh configuration file, passed as -F to every ssh and scp call")
     return parser
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from edge_build import cli
 from edge_build.artifacts import ARTIFACTS
@@ -22,6 +21,7 @@ from edge_build.config.profile import read_profile
 from edge_build.layout import Target
 from edge_build.markdown import table
 from edge_build.records import read_json
+from edge_build.stage_files import add_files
 
 INTRODUCTION = """Each board ran the bundle's `bench.py --parity` on every model and runtime it has, over ssh
 ({golden} golden examples; batch {batch}, {threads} thread(s), {warmup} warm-up and {runs} timed invokes per model: the
@@ -130,8 +130,7 @@ def board_report(results: list[dict], local: dict, target: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.stages.board_report", description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", type=Path, required=True, help="the target profile (.toml)")
-    parser.add_argument("--target-dir", type=Path, required=True, help="the target's runtime checks and boards/ (layout.Target)")
+    add_files("board_report", parser)
     parser.add_argument("--board", action="append", required=True, help="a board of the run (ssh://...), once per board, in report order")
     return parser
 

@@ -44,6 +44,7 @@ from edge_build.layout import LAUNCHERS, Target, board_sources
 from edge_build.provenance import sha256_file
 from edge_build.records import read_json, read_rows
 from edge_build.stacks import not_installable
+from edge_build.stage_files import add_files
 from edge_build.tfrecord import read_split
 
 #: How to read the board scripts' output: the end of every bundle's README.
@@ -336,16 +337,7 @@ def build_bundle(profile: TargetProfile, reference: Path, test: tuple[Path, Path
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.stages.bundle", description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", type=Path, required=True, help="the target profile (.toml)")
-    parser.add_argument(
-        "--target-dir", type=Path, required=True, help="the target's models, golden set and manifest; the bundle goes here (layout.Target)"
-    )
-    parser.add_argument(
-        "--reference", type=Path, required=True, help="the reference CPU SavedModel's version directory (vocabulary and tokenizer settings)"
-    )
-    parser.add_argument("--test", type=Path, required=True, help="test.tfrecord")
-    parser.add_argument("--test-ids", type=Path, required=True, help="the test split's token ids (.npy from the tokenize stage)")
-    parser.add_argument("--labels", type=Path, required=True, help="labels.txt")
+    add_files("bundle", parser)
     return parser
 
 

@@ -21,6 +21,7 @@ import hashlib
 import json
 import random
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,7 @@ from edge_build.config.calibration import CalibrationConfig, load_calibration
 from edge_build.errors import ConfigError, StageError
 from edge_build.records import read_labels, read_rows
 from edge_build.special_tokens import PAD_ID, UNK_ID
+from edge_build.stage_files import add_files, parsed
 from edge_build.tfrecord import read_split
 
 #: Fewer samples than this give activation ranges worth a warning.
@@ -88,8 +90,8 @@ class CalibrationInputs:
     sequence_length: int
 
 
-def build_calibration(config_path: Path, inputs: CalibrationInputs, out: tuple[Path, Path]) -> dict:
-    """Write ``out`` (``representative.npy``, ``summary.json``) and return the summary."""
+def build_calibration(config_path: Path, inputs: CalibrationInputs, out: Mapping[str, Path]) -> dict:
+    """Write ``out`` (the stage's declared ``representative`` and ``summary``) and return the summary."""
     config: CalibrationConfig = load_calibration(config_path)
     names = read_labels(inputs.labels)
     sequence_length = inputs.sequence_length
@@ -142,7 +144,7 @@ def build_calibration(config_path: Path, inputs: CalibrationInputs, out: tuple[P
         "ids_sha256": hashlib.sha256(ids.tobytes()).hexdigest(),
         "warnings": warnings,
     }
-    with atomic_outputs(*out) as (ids_tmp, summary_tmp):
+    with atomic_outputs(out["representative"], out["summary"]) as (ids_tmp, summary_tmp):
         with open(ids_tmp, "wb") as handle:
             np.save(handle, ids)
         summary_tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
@@ -151,22 +153,16 @@ def build_calibration(config_path: Path, inputs: CalibrationInputs, out: tuple[P
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.stages.calibrate", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, required=True, help="calibration TOML")
-    parser.add_argument("--split", type=Path, required=True, help="the split file the configuration draws from (its labels)")
-    parser.add_argument("--split-ids", type=Path, required=True, help="that split's token ids (.npy from the tokenize stage)")
-    parser.add_argument("--labels", type=Path, required=True, help="labels.txt")
-    parser.add_argument("--vocab", type=Path, required=True, help="vocab.txt (tokenizes field samples)")
+    add_files("calibrate", parser)
     parser.add_argument("--lower-case", action=argparse.BooleanOptionalAction, default=True)
-    parser.add_argument("--window", type=Path, required=True, help="the data report's window.json: the sequence length")
-    parser.add_argument("--out", type=Path, nargs=2, required=True, metavar=("REPRESENTATIVE_NPY", "SUMMARY_JSON"))
     return parser
 
 
 def drive(args: argparse.Namespace) -> None:
     inputs = CalibrationInputs(args.split, args.split_ids, args.labels, args.vocab, args.lower_case, window.read(args.window))
-    summary = build_calibration(args.config, inputs, tuple(args.out))
+    summary = build_calibration(args.config, inputs, parsed("calibrate", args))
     field = summary["field_samples"]["count"]
-    print(f"calibrate: {summary['samples']} samples ({field} from field samples) -> {args.out[0]}")
+    print(f"calibrate: {summary['samples']} samples ({field} from field samples) -> {args.representative}")
 
 
 if __name__ == "__main__":

@@ -44,6 +44,7 @@ import dataclasses
 import json
 import random
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from edge_build import cli, duplicates
@@ -61,6 +62,7 @@ from edge_build.corpus import (
 )
 from edge_build.errors import DatasetError
 from edge_build.metrics import distribution
+from edge_build.stage_files import add_files, parsed
 
 # summary.json lists only this many entries, so a corpus full of copies still gives a readable file.
 LARGEST_GROUPS_LISTED = 20
@@ -263,8 +265,11 @@ def write_tfrecord(path: Path, examples: list[Example], label_ids: dict[str, int
             writer.write(tf.train.Example(features=features).SerializeToString(deterministic=True))
 
 
-def build_data(dataset: str, outputs: list[Path], fractions: tuple[float, float, float], seed: int, options: DataOptions = DataOptions()) -> dict:
-    """Read ``dataset``, split it and write ``outputs`` (the train, val and test split files, ``labels.txt``, ``summary.json``); return the summary."""
+def build_data(
+    dataset: str, outputs: Mapping[str, Path], fractions: tuple[float, float, float], seed: int, options: DataOptions = DataOptions()
+) -> dict:
+    """Read ``dataset``, split it and write ``outputs`` (the stage's declared files: each split's TFRecord, ``labels``,
+    ``summary``); return the summary."""
     corpus = read_corpus(dataset, options)
     labels = corpus_labels(dataset, corpus.examples)
     splits, findings = split_corpus(corpus.examples, labels, fractions, seed, options)
@@ -287,11 +292,12 @@ def build_data(dataset: str, outputs: list[Path], fractions: tuple[float, float,
     }
     for warning in corpus.warnings:
         cli.warn(warning)
-    with atomic_outputs(*outputs) as (*split_files, labels_file, summary_file):
-        for split, path in zip(SPLITS, split_files):
-            write_tfrecord(path, splits[split], label_ids)
-        labels_file.write_text("".join(f"{label}\n" for label in labels), encoding="utf-8")
-        summary_file.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    with atomic_outputs(*outputs.values()) as temporaries:
+        written = dict(zip(outputs, temporaries))
+        for split in SPLITS:
+            write_tfrecord(written[split], splits[split], label_ids)
+        written["labels"].write_text("".join(f"{label}\n" for label in labels), encoding="utf-8")
+        written["summary"].write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
 
 
@@ -300,14 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--dataset", default=DEFAULT_DATASET, help="a directory, a .csv, .tsv or .jsonl file, or embedded:<name> (default: %(default)s)"
     )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        nargs=len(SPLITS) + 2,
-        required=True,
-        metavar=("TRAIN", "VAL", "TEST", "LABELS", "SUMMARY"),
-        help="the split files (.tfrecord), labels.txt and summary.json to write",
-    )
+    add_files("data", parser)
     parser.add_argument("--split", default="80/10/10", help="train/val/test shares (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=1234, help="seed of the split (default: %(default)s)")
     parser.add_argument("--text-column", default="text", help="column (.csv, .tsv) or key (.jsonl) of the text (default: %(default)s)")
@@ -332,9 +331,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def drive(args: argparse.Namespace) -> None:
     options = DataOptions(args.text_column, args.label_column, args.delimiter, args.label_conflicts, args.near_duplicates)
-    summary = build_data(args.dataset, args.out, parse_fractions(args.split), args.seed, options)
+    outputs = parsed("data", args)
+    summary = build_data(args.dataset, outputs, parse_fractions(args.split), args.seed, options)
     sizes = ", ".join(f"{split} {sum(counts.values())}" for split, counts in summary["counts"].items())
-    print(f"data: {summary['examples']} examples, {summary['used']} used, {len(summary['labels'])} classes ({sizes}) -> {args.out[0].parent}")
+    print(f"data: {summary['examples']} examples, {summary['used']} used, {len(summary['labels'])} classes ({sizes}) -> {outputs['train'].parent}")
     copies, conflicts, near = summary["duplicates"], summary["label_conflicts"], summary["near_duplicates"]
     print(
         f"data: {copies['groups']} text(s) occur more than once ({copies['copies']} extra copies, each text in one split); "

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,7 @@ from edge_build.markdown import table
 from edge_build.metrics import distribution
 from edge_build.records import read_json
 from edge_build.special_tokens import UNK
+from edge_build.stage_files import add_files, parsed
 from edge_build.tfrecord import read_split
 from edge_build.tokenizer import load_tokenizer
 
@@ -158,16 +160,18 @@ def render(summary: dict, tokens: dict) -> str:
 
 
 def build_data_report(
-    split_files: dict[str, Path], summary_path: Path, vocab: Path, lower_case: bool, sequence_length: int | str, out: tuple[Path, Path, Path]
+    split_files: dict[str, Path], summary_path: Path, vocab: Path, lower_case: bool, sequence_length: int | str, out: Mapping[str, Path]
 ) -> dict:
-    """Write ``out`` (the Markdown page, the JSON record, the window) from the splits (``{split: path}``), the data summary and the vocabulary."""
+    """Write ``out`` (the stage's declared ``page``, ``record`` and ``window``) from the splits (``{split: path}``), the data
+    summary and the vocabulary."""
     summary = read_json(summary_path)
     tokens = token_figures(split_files, vocab, lower_case, sequence_length)
     record = {**tokens, "headline": headline(summary, tokens)}
-    with atomic_outputs(*out) as (markdown_tmp, json_tmp, window_tmp):
-        markdown_tmp.write_text(render(summary, tokens), encoding="utf-8")
-        json_tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        window.write(window_tmp, tokens["window"])
+    with atomic_outputs(*out.values()) as temporaries:
+        written = dict(zip(out, temporaries))
+        written["page"].write_text(render(summary, tokens), encoding="utf-8")
+        written["record"].write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        window.write(written["window"], tokens["window"])
     return record
 
 
@@ -179,18 +183,16 @@ def window_setting(value: str) -> int | str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.stages.data_report", description=__doc__.splitlines()[0])
-    parser.add_argument("--splits", type=Path, nargs=len(SPLITS), required=True, help=f"the {', '.join(SPLITS)} split files")
-    parser.add_argument("--summary", type=Path, required=True, help="the data stage's summary.json")
-    parser.add_argument("--vocab", type=Path, required=True, help="vocab.txt from the vocab stage")
+    add_files("data_report", parser)
     parser.add_argument("--sequence-length", type=window_setting, required=True, help=f"a number of token ids, or {window.AUTO!r}")
     parser.add_argument("--lower-case", action=argparse.BooleanOptionalAction, required=True)
-    parser.add_argument("--out", type=Path, nargs=3, required=True, metavar=("REPORT_MD", "REPORT_JSON", "WINDOW_JSON"))
     return parser
 
 
 def drive(args: argparse.Namespace) -> None:
-    record = build_data_report(dict(zip(SPLITS, args.splits)), args.summary, args.vocab, args.lower_case, args.sequence_length, tuple(args.out))
-    print(f"data report: {record['headline']} -> {args.out[0]}")
+    splits = {split: getattr(args, split) for split in SPLITS}
+    record = build_data_report(splits, args.summary, args.vocab, args.lower_case, args.sequence_length, parsed("data_report", args))
+    print(f"data report: {record['headline']} -> {args.page}")
 
 
 if __name__ == "__main__":

@@ -12,13 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from edge_build import cli
 from edge_build.atomic import atomic_output
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.evaluation import EvaluationInputs, evaluate
 from edge_build.layout import Target
+from edge_build.stage_files import add_files
 
 
 def build_evaluation(profile: TargetProfile, inputs: EvaluationInputs, target: Target) -> dict:
@@ -30,12 +30,7 @@ def build_evaluation(profile: TargetProfile, inputs: EvaluationInputs, target: T
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.stages.evaluate", description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", type=Path, required=True, help="the target profile (.toml)")
-    parser.add_argument("--target-dir", type=Path, required=True, help="the target's artifacts; eval.json goes here (layout.Target)")
-    parser.add_argument("--reference", type=Path, required=True, help="the reference CPU SavedModel's version directory")
-    parser.add_argument("--reference-logits", type=Path, required=True, help="the reference's test logits (.npy)")
-    parser.add_argument("--test", type=Path, required=True, help="test.tfrecord")
-    parser.add_argument("--labels", type=Path, required=True, help="labels.txt")
+    add_files("evaluate", parser)
     return parser
 
 

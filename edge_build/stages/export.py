@@ -43,6 +43,7 @@ from edge_build.errors import ConfigError, StageError
 from edge_build.model_source import check_weights_loaded, load_trained_model, trained_hyperparameters
 from edge_build.provenance import build_timestamp, git_revision, package_versions, sha256_file, size_of
 from edge_build.records import read_labels, read_split_with_tensorflow
+from edge_build.stage_files import add_files
 from edge_build.tokenizer import encode, load_tokenizer
 
 VERSION = "1"
@@ -209,14 +210,7 @@ def require_compilation(staging: Path, final: Path) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.stages.export", description=__doc__.splitlines()[0])
-    parser.add_argument("--val", type=Path, required=True, help="val.tfrecord: the reload check's texts")
-    parser.add_argument("--labels", type=Path, required=True, help="labels.txt")
-    parser.add_argument("--vocab", type=Path, required=True)
-    parser.add_argument("--weights", type=Path, required=True, help="model.weights.h5 from the train stage")
-    parser.add_argument("--train-log", type=Path, required=True, help="train_log.json from the train stage")
-    parser.add_argument("--hparams", type=Path, required=True)
-    parser.add_argument("--model-source", type=Path, required=True)
-    parser.add_argument("--out-dir", type=Path, required=True, help="the SavedModel base directory; version 1 goes inside")
+    add_files("export", parser)
     parser.add_argument("--jit-compile", action="store_true", help="XLA-compile the ids -> logits function (the GPU flavour)")
     parser.add_argument(
         "--warmup-batch-sizes",

@@ -28,6 +28,7 @@ from edge_build.layout import Target
 from edge_build.provenance import build_timestamp, git_revision, package_versions, sha256_file
 from edge_build.records import read_json
 from edge_build.stacks import not_installable
+from edge_build.stage_files import add_files
 
 
 def file_record(path: Path) -> dict:
@@ -125,14 +126,7 @@ def build_manifest(profile: TargetProfile, inputs: ManifestInputs, target: Targe
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.stages.manifest", description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", type=Path, required=True, help="the target profile (.toml)")
-    parser.add_argument("--target-dir", type=Path, required=True, help="the target's artifacts and records; manifest.json goes here (layout.Target)")
-    parser.add_argument("--data-summary", type=Path, required=True, help="the data stage's summary.json")
-    parser.add_argument("--window", type=Path, required=True, help="the data report's window.json")
-    parser.add_argument("--train-log", type=Path, required=True, help="train_log.json")
-    parser.add_argument("--weights", type=Path, required=True, help="model.weights.h5")
-    parser.add_argument("--vocab", type=Path, required=True, help="vocab.txt")
-    parser.add_argument("--calibration-summary", type=Path, help="the calibrate stage's summary.json (targets with a calibrated artifact)")
+    add_files("manifest", parser)
     return parser
 
 

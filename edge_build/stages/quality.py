@@ -25,6 +25,7 @@ from edge_build.errors import QualityGateError, StageError
 from edge_build.metrics import headline_figures
 from edge_build.provenance import sha256_file
 from edge_build.records import read_json, read_labels, read_rows
+from edge_build.stage_files import add_files
 from edge_build.stats import mcnemar_exact
 from edge_build.tfrecord import read_split
 
@@ -101,25 +102,21 @@ def gate_quality(reference_logits: Path, test_records: Path, labels_path: Path, 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.stages.quality", description=__doc__.splitlines()[0])
-    parser.add_argument("--reference-logits", type=Path, required=True, help="the reference's test_logits.npy")
-    parser.add_argument("--test", type=Path, required=True, help="test.tfrecord")
-    parser.add_argument("--labels", type=Path, required=True, help="labels.txt")
-    parser.add_argument("--baseline", type=Path, required=True, help="baseline.json from the baseline stage")
+    add_files("quality", parser)
     parser.add_argument("--margin", type=float, required=True, help="accuracy points the reference may trail the classical baseline by")
-    parser.add_argument("--out", type=Path, required=True, help="the quality.json to write")
     return parser
 
 
 def drive(args: argparse.Namespace) -> None:
     if not 0 <= args.margin < math.inf:
         raise StageError(f"--margin {args.margin:g}: expected a finite number of accuracy points >= 0, such as 3")
-    record = gate_quality(args.reference_logits, args.test, args.labels, args.baseline, args.margin, args.out)
+    record = gate_quality(args.reference_logits, args.test, args.labels, args.baseline, args.margin, args.quality)
     reference, classical, majority, paired = record["reference"], record["classical"], record["majority"], record["mcnemar_vs_classical"]
     low, high = reference["ci95"]
     print(
         f"quality: passed; reference test accuracy {reference['accuracy']:.4f} (95% interval {low:.4f}-{high:.4f}, macro F1 {reference['macro_f1']:.4f}), "
         f"{classical['name']} {classical['accuracy']:.4f} (gap {record['gap_points']:+.3g} points, allowed {record['margin_points']:g}; "
-        f"McNemar p = {paired['p_value']:.3g} over {paired['discordant']} discordant examples), majority class '{majority['label']}' {majority['accuracy']:.4f} -> {args.out}"
+        f"McNemar p = {paired['p_value']:.3g} over {paired['discordant']} discordant examples), majority class '{majority['label']}' {majority['accuracy']:.4f} -> {args.quality}"
     )
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from edge_build import cli, saved_model
 from edge_build.atomic import atomic_output
 from edge_build.records import read_labels
+from edge_build.stage_files import add_files
 from edge_build.tfrecord import read_split
 
 
@@ -32,16 +33,13 @@ def reference_logits(reference: Path, test_records: Path, labels_path: Path, out
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.stages.reference_logits", description=__doc__.splitlines()[0])
-    parser.add_argument("--reference", type=Path, required=True, help="the reference CPU SavedModel's version directory")
-    parser.add_argument("--test", type=Path, required=True, help="test.tfrecord")
-    parser.add_argument("--labels", type=Path, required=True, help="labels.txt")
-    parser.add_argument("--out", type=Path, required=True, help="the .npy to write")
+    add_files("reference_logits", parser)
     return parser
 
 
 def drive(args: argparse.Namespace) -> None:
-    logits = reference_logits(args.reference, args.test, args.labels, args.out)
-    print(f"reference logits: {logits.shape[0]} test examples x {logits.shape[1]} classes -> {args.out}")
+    logits = reference_logits(args.reference, args.test, args.labels, args.logits)
+    print(f"reference logits: {logits.shape[0]} test examples x {logits.shape[1]} classes -> {args.logits}")
 
 
 if __name__ == "__main__":

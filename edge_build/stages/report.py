@@ -26,6 +26,7 @@ from edge_build.layout import Target
 from edge_build.markdown import table
 from edge_build.records import read_json
 from edge_build.runtime_envs import describe
+from edge_build.stage_files import add_files
 
 
 @dataclasses.dataclass(frozen=True)
@@ -534,15 +535,7 @@ def headline(evaluation: dict, report_path: Path) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.stages.report", description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", type=Path, required=True, help="the target profile (.toml)")
-    parser.add_argument("--target-dir", type=Path, required=True, help="the target's records; report.md goes here (layout.Target)")
-    parser.add_argument("--evaluation", type=Path, required=True, help="the evaluate stage's eval.json")
-    parser.add_argument("--data-summary", type=Path, required=True, help="the data stage's summary.json")
-    parser.add_argument("--data-report", type=Path, required=True, help="the data report's report.json")
-    parser.add_argument("--quality", type=Path, required=True, help="the quality gate's quality.json")
-    parser.add_argument("--train-log", type=Path, required=True)
-    parser.add_argument("--calibration-summary", type=Path, help="the calibration stage's summary.json (targets with a calibrated artifact)")
-    parser.add_argument("--xla-checks", type=Path, help="the xla_check stage's xla_checks.json (targets with saved_model_xla)")
+    add_files("report", parser)
     return parser
 
 

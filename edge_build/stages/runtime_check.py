@@ -45,6 +45,7 @@ from edge_build.layout import Target
 from edge_build.plots import latency_series, plot_latency
 from edge_build.records import read_json, read_labels, read_rows
 from edge_build.runtime_envs import describe, launcher, read_environment, unavailable
+from edge_build.stage_files import add_files
 from edge_build.tflite_host import conversion_mismatch
 from edge_build.tfrecord import read_split
 
@@ -194,13 +195,7 @@ def summary_lines(summary: dict) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.stages.runtime_check", description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", type=Path, required=True, help="the target profile (.toml)")
-    parser.add_argument("--target-dir", type=Path, required=True, help="the target's artifacts; the outputs go here too (layout.Target)")
-    parser.add_argument("--test", type=Path, required=True, help="test.tfrecord (its labels)")
-    parser.add_argument("--test-ids", type=Path, required=True, help="the test split's token ids (.npy)")
-    parser.add_argument("--reference-logits", type=Path, required=True, help="the reference's test logits (.npy)")
-    parser.add_argument("--labels", type=Path, required=True, help="labels.txt")
-    parser.add_argument("--runtime-env", type=Path, required=True, help="env.json from the runtime_env stage: the board stack the runtimes run in")
+    add_files("runtime_check", parser)
     return parser
 
 

@@ -49,6 +49,7 @@ from edge_build.errors import StageError
 from edge_build.platforms import ARCH_ALIASES, host_arch
 from edge_build.runtime_envs import launcher
 from edge_build.stacks import OS_RELEASES, EnvironmentSpec, RuntimeSpec, Stack, not_installable
+from edge_build.stage_files import add_files
 
 DEBIAN_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
 #: Where Debian's packages come from; a local mirror may stand in for it.
@@ -387,8 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--numpy", required=True, help="the stack's exact numpy version")
     parser.add_argument("--runtime", action="append", default=[], metavar="NAME==VERSION", help="a required runtime; repeat for each")
     parser.add_argument("--optional-runtime", action="append", default=[], metavar="NAME==VERSION", help="an optional runtime; repeat for each")
-    parser.add_argument("--apt-dir", type=Path, required=True, help="the private apt configuration, lists and package cache")
-    parser.add_argument("--out", type=Path, required=True, help="the env.json to write; the environment goes beside it")
+    add_files("runtime_env", parser)
     return parser
 
 

@@ -38,6 +38,7 @@ import json
 import re
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +55,7 @@ from edge_build.model_source import check_weights_loaded, load_trained_model, tr
 from edge_build.provenance import package_versions
 from edge_build.records import read_labels, read_rows
 from edge_build.runtime_envs import launcher, read_environment, unavailable
+from edge_build.stage_files import add_files, parsed
 from edge_build.text_model import STEPS, calibrated_ranges, converter_for, ops_named_in, quantize_with_ranges, text_functions
 from edge_build.tflite_host import make_converter, quiet_tensorflow_lite, run_tflite
 from edge_build.tfrecord import read_split
@@ -345,8 +347,8 @@ def convert_text_model(
     return Converted(content, settings, record, val_logits, test_logits)
 
 
-def convert(artifact: str, inputs: ConversionInputs, profile: TargetProfile, outputs: tuple[Path, Path, Path], runtime_env: Path) -> dict:
-    """Convert, check and write ``outputs`` (the model, its JSON record, its test-split logits); return the record.
+def convert(artifact: str, inputs: ConversionInputs, profile: TargetProfile, outputs: Mapping[str, Path], runtime_env: Path) -> dict:
+    """Convert, check and write ``outputs`` (the stage's declared ``model``, ``record`` and ``test_logits``); return the record.
 
     ``runtime_env`` is the profile's runtime environment (``env.json``): each runtime
     that checks this artifact loads and invokes the model there before anything is
@@ -358,7 +360,7 @@ def convert(artifact: str, inputs: ConversionInputs, profile: TargetProfile, out
             f"{artifact}: not a TF Lite artifact (the tflite stage makes {', '.join(a for a, r in ARTIFACTS.items() if r.kind == 'tflite')})"
         )
     precision = row.precision
-    model_out, report_out, logits_out = outputs
+    model_out, report_out, logits_out = outputs["model"], outputs["record"], outputs["test_logits"]
     hparams = trained_hyperparameters(inputs.hparams, inputs.train_log)
     labels = read_labels(inputs.labels)
     model = load_trained_model(inputs.model_source, hparams, inputs.hparams, inputs.vocab, len(labels), inputs.weights)
@@ -439,20 +441,7 @@ def convert(artifact: str, inputs: ConversionInputs, profile: TargetProfile, out
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.stages.tflite", description=__doc__.splitlines()[0])
     parser.add_argument("--artifact", choices=[a for a, row in ARTIFACTS.items() if row.kind == "tflite"], required=True)
-    parser.add_argument("--profile", type=Path, required=True, help="the target profile (.toml)")
-    parser.add_argument("--labels", type=Path, required=True, help="labels.txt")
-    parser.add_argument("--val", type=Path, required=True, help="val.tfrecord (its labels)")
-    parser.add_argument("--val-ids", type=Path, required=True, help="the validation split's token ids (.npy)")
-    parser.add_argument("--test-ids", type=Path, required=True, help="the test split's token ids (.npy)")
-    parser.add_argument("--vocab", type=Path, required=True)
-    parser.add_argument("--weights", type=Path, required=True)
-    parser.add_argument("--train-log", type=Path, required=True)
-    parser.add_argument("--hparams", type=Path, required=True)
-    parser.add_argument("--model-source", type=Path, required=True)
-    parser.add_argument("--representative", type=Path, help="representative.npy from the calibration stage (calibrated artifacts)")
-    parser.add_argument("--test", type=Path, help="test.tfrecord: its texts (raw-text artifacts: their token ids are checked on them)")
-    parser.add_argument("--runtime-env", type=Path, required=True, help="env.json of the profile's runtime environment (the preflight runs there)")
-    parser.add_argument("--out", type=Path, nargs=3, required=True, metavar=("MODEL", "RECORD_JSON", "TEST_LOGITS_NPY"))
+    add_files("tflite", parser)
     return parser
 
 
@@ -471,12 +460,12 @@ def drive(args: argparse.Namespace) -> None:
         args.representative,
         args.test,
     )
-    report = convert(args.artifact, inputs, profile, tuple(args.out), args.runtime_env)
+    report = convert(args.artifact, inputs, profile, parsed("tflite", args), args.runtime_env)
     figures = report["validation_parity"]
     flex = ", ".join(report["flex_ops"]) or "none"
     runtimes = ", ".join(f"{name} {r['version']} ok" if r["ok"] else f"{name}: {r['error']}" for name, r in report["runtimes"].items())
     print(
-        f"tflite: {args.out[0]} {report['size_bytes'] / 1e6:.2f} MB; val top-1 agreement {figures['top1_agreement']:.4f}, "
+        f"tflite: {args.model} {report['size_bytes'] / 1e6:.2f} MB; val top-1 agreement {figures['top1_agreement']:.4f}, "
         f"max |Δlogit| {figures['max_abs_logit_error']:.3g}; Flex ops: {flex}; {runtimes}"
     )
 

@@ -18,6 +18,7 @@ from edge_build import cli
 from edge_build.atomic import atomic_output
 from edge_build.errors import StageError
 from edge_build.special_tokens import RESERVED_TOKENS
+from edge_build.stage_files import add_files
 from edge_build.tfrecord import read_split
 
 _COUNT_BATCH = 256
@@ -57,16 +58,15 @@ def build_vocab(train_records: Path, out_path: Path, vocab_size: int, lower_case
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.stages.vocab", description=__doc__.splitlines()[0])
-    parser.add_argument("--train", type=Path, required=True, help="train.tfrecord from the data stage")
-    parser.add_argument("--out", type=Path, required=True, help="vocab.txt to write")
+    add_files("vocab", parser)
     parser.add_argument("--vocab-size", type=int, required=True, help="the most tokens, reserved ones included")
     parser.add_argument("--lower-case", action=argparse.BooleanOptionalAction, default=True)
     return parser
 
 
 def drive(args: argparse.Namespace) -> None:
-    vocab = build_vocab(args.train, args.out, args.vocab_size, args.lower_case)
-    print(f"vocab: {len(vocab)} tokens (asked for at most {args.vocab_size}) -> {args.out}")
+    vocab = build_vocab(args.train, args.vocab, args.vocab_size, args.lower_case)
+    print(f"vocab: {len(vocab)} tokens (asked for at most {args.vocab_size}) -> {args.vocab}")
 
 
 if __name__ == "__main__":

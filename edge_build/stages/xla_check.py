@@ -34,6 +34,7 @@ from edge_build import cli, parity, saved_model, xla
 from edge_build.atomic import write_json
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
+from edge_build.stage_files import add_files
 from edge_build.tfrecord import read_split
 
 ARTIFACT = "saved_model_xla"
@@ -180,17 +181,13 @@ def summary_lines(record: dict) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m edge_build.stages.xla_check", description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", type=Path, required=True, help="the target profile (.toml)")
-    parser.add_argument("--reference", type=Path, required=True, help="the reference CPU SavedModel's version directory")
-    parser.add_argument("--model", type=Path, required=True, help="saved_model_xla's version directory")
-    parser.add_argument("--test", type=Path, required=True, help="test.tfrecord")
-    parser.add_argument("--out", type=Path, required=True, help="xla_checks.json")
+    add_files("xla_check", parser)
     return parser
 
 
 def drive(args: argparse.Namespace) -> None:
     profile = read_profile(args.profile)
-    record = xla_checks(profile, args.reference, args.model, args.test, args.out)
+    record = xla_checks(profile, args.reference, args.model, args.test, args.checks)
     print("\n".join(summary_lines(record)))
 
 
