@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from edge_build.check_records import CheckTable
+
 
 def plot_latency(series: list[tuple[str, list[float]]], path: Path, title: str = "Device runtime latency per invoke") -> None:
     """A box plot of per-invoke latencies (``(label, microseconds)`` per box, log scale) as PNG at ``path``."""
@@ -24,6 +26,6 @@ def plot_latency(series: list[tuple[str, list[float]]], path: Path, title: str =
     plt.close(figure)
 
 
-def latency_series(checks: dict) -> list[tuple[str, list[float]]]:
-    """One box per model and runtime that ran, from ``{artifact: {runtime: outcome}}``."""
-    return [(f"{a}\n{rt}", r["latency"]["invoke_us"]) for a, per in checks.items() for rt, r in per.items() if r["status"] == "ok"]
+def latency_series(checks: CheckTable) -> list[tuple[str, list[float]]]:
+    """One box per model and runtime that ran."""
+    return [(f"{o.artifact}\n{o.runtime}", o.record["latency"]["invoke_us"]) for o in checks.ran()]

@@ -323,7 +323,15 @@ def gateway_runtime_checks(path: Path, disk_mb: dict) -> Path:
         "tflite_int8": {"tflite-runtime": {"status": "ok", "peak_rss_mb": 45.3}, "tensorflow-cpu": {"status": "ok", "peak_rss_mb": 438.1}},
         "tflite_text_int8": {"tensorflow-cpu": {"status": "ok", "peak_rss_mb": 439.7}},
     }
-    path.write_text(json.dumps({"environment": {"runtimes": runtimes}, "checks": checks}), encoding="utf-8")
+    record = {
+        "target": "gateway",
+        "environment": {"runtimes": runtimes},
+        "stack": "Debian 12",
+        "golden_examples": 8,
+        "settings": {},
+        "checks": checks,
+    }
+    path.write_text(json.dumps(record), encoding="utf-8")
     return path
 
 

@@ -37,6 +37,7 @@ from edge_build.atomic import atomic_outputs
 from edge_build.board.agent import MANIFEST
 from edge_build.board.parity import load_golden
 from edge_build.board.runtime import INTERPRETER_MODULES
+from edge_build.check_records import CheckTable
 from edge_build.config.boards import Board, parse_board
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
@@ -193,13 +194,15 @@ def check_board(profile: TargetProfile, board: Board, target: Target, ssh_config
 
 
 def write_result(result: dict, board: Board, target: Target) -> None:
-    rows = [(a, f"{rt} on {board.name}", p) for a, per in result["checks"].items() for rt, r in per.items() for p in r["problems"]]
+    rows = [(o.artifact, f"{o.runtime} on {board.name}", p) for o in CheckTable(result["checks"]).outcomes() for p in o.record["problems"]]
     if rows:
         print(parity.failure_table(rows), file=sys.stderr)
         raise StageError(f"{board.address}: board checks failed for {target.name} (table above)")
     with atomic_outputs(*target.board_outputs(board.name)) as (result_tmp, plot_tmp):
         result_tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-        plot_latency(latency_series(result["checks"]), plot_tmp, f"Latency per invoke on {result['system']['hostname']} ({board.address})")
+        plot_latency(
+            latency_series(CheckTable(result["checks"])), plot_tmp, f"Latency per invoke on {result['system']['hostname']} ({board.address})"
+        )
 
 
 def summary_lines(result: dict) -> list[str]:
@@ -209,18 +212,18 @@ def summary_lines(result: dict) -> list[str]:
         f"numpy {system['numpy']}; bundle {result['bundle']['manifest_sha256'][:12]} "
         + ("uploaded" if result["bundle"]["uploaded"] else "already on the board, not uploaded")
     ]
-    for artifact, per in result["checks"].items():
-        for runtime, r in per.items():
-            if r["status"] != "ok":
-                lines.append(f"board check: {artifact} on {runtime}: {r['status']}")
-                continue
-            p, low_high = r["parity"], r["intervals"]["p50_us"]
-            lines.append(
-                f"board check: {artifact} on {runtime} {r['runtime_version']}: top-1 agreement {p['top1_agreement']:.4f}, "
-                f"max |Δlogit| {p['max_abs_logit_error']:.3g}; p50 {r['latency']['p50_us']:.1f} µs "
-                f"(95% CI {low_high[0]:.1f}–{low_high[1]:.1f}), budget {r['latency_budget_ms']:g} ms"
-                + "".join(f"; undecided: {note}" for notes in r["undecided"].values() for note in notes)
-            )
+    for outcome in CheckTable(result["checks"]).outcomes():
+        r, artifact, runtime = outcome.record, outcome.artifact, outcome.runtime
+        if not outcome.ran:
+            lines.append(f"board check: {artifact} on {runtime}: {r['status']}")
+            continue
+        p, low_high = r["parity"], r["intervals"]["p50_us"]
+        lines.append(
+            f"board check: {artifact} on {runtime} {r['runtime_version']}: top-1 agreement {p['top1_agreement']:.4f}, "
+            f"max |Δlogit| {p['max_abs_logit_error']:.3g}; p50 {r['latency']['p50_us']:.1f} µs "
+            f"(95% CI {low_high[0]:.1f}–{low_high[1]:.1f}), budget {r['latency_budget_ms']:g} ms"
+            + "".join(f"; undecided: {note}" for notes in r["undecided"].values() for note in notes)
+        )
     return lines
 
 

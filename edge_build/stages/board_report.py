@@ -16,6 +16,7 @@ import sys
 from edge_build import cli
 from edge_build.artifacts import ARTIFACTS
 from edge_build.atomic import atomic_output
+from edge_build.check_records import CheckTable, RuntimeChecks
 from edge_build.config.boards import parse_board
 from edge_build.config.profile import read_profile
 from edge_build.layout import Target
@@ -63,49 +64,49 @@ def gate_cell(r: dict, gate: str) -> str:
     return "pass" + "".join(f"; *undecided*: {note}" for note in r["undecided"][gate])
 
 
-def here(local: dict, artifact: str, runtime: str) -> str:
+def here(local: RuntimeChecks, artifact: str, runtime: str) -> str:
     """The same model and runtime's p50 in this machine's runtime checks, and how it ran there."""
-    r = local["checks"].get(artifact, {}).get(runtime)
-    if not r or r.get("status") != "ok":
+    outcome = local.outcome(artifact, runtime)
+    if not outcome or not outcome.ran:
         return "not checked here"
+    r = outcome.record
     return f"{r['latency']['p50_us']:.1f} µs ({'emulated ' if r['emulated'] else ''}{r['machine']})"
 
 
-def board_section(result: dict, local: dict) -> list[str]:
+def board_section(result: dict, local: RuntimeChecks) -> list[str]:
     name = result["board"]["name"]
     lines = [f"## {result['board']['address']} (`{result['system']['hostname']}`)", "", *table(["", ""], system_rows(result)), ""]
     parity_rows, latency_rows, skipped = [], [], []
-    for artifact, per in result["checks"].items():
-        model = ARTIFACTS[artifact].path
-        for runtime, r in per.items():
-            if r["status"] != "ok":
-                skipped.append(f"- {model} on {runtime}: {r['status']}")
-                continue
-            p, bounds = r["parity"], r["intervals"]
-            parity_rows.append(
-                [
-                    model,
-                    f"{runtime} {r['runtime_version']}",
-                    interval(p["top1_agreement"], bounds["top1_agreement"], ".4f"),
-                    interval(p["accuracy"], bounds["accuracy"], ".4f"),
-                    interval(p["reference_accuracy"] - p["accuracy"], bounds["accuracy_drop"], "+.4f"),
-                    f"{p['max_abs_logit_error']:.3g}",
-                    gate_cell(r, "parity"),
-                ]
-            )
-            latency = r["latency"]
-            latency_rows.append(
-                [
-                    model,
-                    runtime,
-                    interval(latency["p50_us"], bounds["p50_us"], ".1f") + " µs",
-                    f"{latency['p99_us']:.1f} µs",
-                    f"{r['peak_rss_mb']:.1f} MB",
-                    here(local, artifact, runtime),
-                    f"{r['latency_budget_ms']:g} ms",
-                    gate_cell(r, "latency"),
-                ]
-            )
+    for outcome in CheckTable(result["checks"]).outcomes():
+        model, runtime, r = ARTIFACTS[outcome.artifact].path, outcome.runtime, outcome.record
+        if not outcome.ran:
+            skipped.append(f"- {model} on {runtime}: {r['status']}")
+            continue
+        p, bounds = r["parity"], r["intervals"]
+        parity_rows.append(
+            [
+                model,
+                f"{runtime} {r['runtime_version']}",
+                interval(p["top1_agreement"], bounds["top1_agreement"], ".4f"),
+                interval(p["accuracy"], bounds["accuracy"], ".4f"),
+                interval(p["reference_accuracy"] - p["accuracy"], bounds["accuracy_drop"], "+.4f"),
+                f"{p['max_abs_logit_error']:.3g}",
+                gate_cell(r, "parity"),
+            ]
+        )
+        latency = r["latency"]
+        latency_rows.append(
+            [
+                model,
+                runtime,
+                interval(latency["p50_us"], bounds["p50_us"], ".1f") + " µs",
+                f"{latency['p99_us']:.1f} µs",
+                f"{r['peak_rss_mb']:.1f} MB",
+                here(local, outcome.artifact, runtime),
+                f"{r['latency_budget_ms']:g} ms",
+                gate_cell(r, "latency"),
+            ]
+        )
     lines += [f"### Parity ({result['golden_examples']} golden examples)", ""]
     lines += table(
         ["model", "runtime", "top-1 agreement (95% CI)", "accuracy (95% CI)", "accuracy drop (95% CI)", "max abs Δlogit", "gate"], parity_rows
@@ -118,10 +119,10 @@ def board_section(result: dict, local: dict) -> list[str]:
     return lines
 
 
-def board_report(results: list[dict], local: dict, target: str) -> str:
+def board_report(results: list[dict], local: RuntimeChecks, target: str) -> str:
     settings = results[0]["settings"]
     lines = [f"# Boards: {target}", "", INTRODUCTION.format(golden=results[0]["golden_examples"], **settings)]
-    where = local["stack"]
+    where = local.stack
     lines += [f"*p50 here* is this build machine's runtime check of the same model and runtime, on {where}.", ""]
     for result in results:
         lines += board_section(result, local)
@@ -140,7 +141,7 @@ def drive(args: argparse.Namespace) -> None:
     target = Target(args.target_dir, profile.name)
     results = [read_json(target.board_outputs(parse_board(board).name)[0]) for board in args.board]
     with atomic_output(target.boards_report) as temporary:
-        temporary.write_text(board_report(results, read_json(target.runtime_checks), profile.name), encoding="utf-8")
+        temporary.write_text(board_report(results, RuntimeChecks.read(target.runtime_checks), profile.name), encoding="utf-8")
     print(f"board report: {len(results)} board(s) -> {target.boards_report}")
 
 

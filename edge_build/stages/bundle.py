@@ -38,6 +38,7 @@ from edge_build.atomic import atomic_outputs
 from edge_build.board import launch
 from edge_build.board.runtime import RUNTIMES
 from edge_build.board.wordpiece import WordPiece
+from edge_build.check_records import RuntimeChecks
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
 from edge_build.layout import LAUNCHERS, Target, board_sources
@@ -222,9 +223,9 @@ def at_most(value: float) -> str:
     return f"≤ {next(step * decade for step in MEMORY_STEPS if step * decade >= value):g} MB"
 
 
-def installed_size(checks: dict, runtime: str, path: Path) -> str:
-    """The runtime's installed size in the environment its checks ran in (``environment``: that environment's ``env.json``)."""
-    entry = checks["environment"]["runtimes"][runtime]
+def installed_size(checks: RuntimeChecks, runtime: str, path: Path) -> str:
+    """The runtime's installed size in the environment its checks ran in."""
+    entry = checks.installed(runtime)
     if "disk_mb" in entry:
         return megabytes(entry["disk_mb"])
     if entry["checkable"]:
@@ -234,16 +235,16 @@ def installed_size(checks: dict, runtime: str, path: Path) -> str:
     return "not measured"
 
 
-def peak_memory(checks: dict, model: str, runtime: str, able: list[str]) -> str:
+def peak_memory(checks: RuntimeChecks, model: str, runtime: str, able: list[str]) -> str:
     if runtime not in able:
         return "cannot run it"
-    result = checks["checks"].get(model, {}).get(runtime, {})
-    return at_most(result["peak_rss_mb"]) if result.get("status") == "ok" else "not measured"
+    outcome = checks.outcome(model, runtime)
+    return at_most(outcome.record["peak_rss_mb"]) if outcome and outcome.ran else "not measured"
 
 
 def footprint_table(profile: TargetProfile, stack: dict, runtimes: dict[str, list[str]], path: Path) -> str:
     """A Markdown table: per runtime, its installed size and each model's peak memory, from the runtime checks' record ``path``."""
-    checks = read_json(path)
+    checks = RuntimeChecks.read(path)
     models = profile.runtime_artifacts
     lines = [
         "| runtime | installed | " + " | ".join(f"peak memory, {ARTIFACTS[m].path}" for m in models) + " |",

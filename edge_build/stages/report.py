@@ -20,6 +20,7 @@ from pathlib import Path
 from edge_build import cli, saved_model, xla
 from edge_build.artifacts import ARTIFACTS
 from edge_build.atomic import atomic_output
+from edge_build.check_records import RuntimeChecks
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
 from edge_build.layout import Target
@@ -42,16 +43,17 @@ class ReportInputs:
     xla_checks: Path | None = None
 
 
-def render_runtime_checks(summary: dict, profile: TargetProfile) -> list[str]:
+def render_runtime_checks(summary: RuntimeChecks, profile: TargetProfile) -> list[str]:
+    settings = summary.settings
     lines = [
         "",
         "## Runtime checks",
         "",
-        f"Golden set: {summary['golden_examples']} test examples (`golden.npz`); each runtime ran in its own process "
-        f"({summary['settings']['threads']} thread(s), batch {summary['settings']['batch']}, {summary['settings']['warmup']} warm-up and {summary['settings']['runs']} timed invokes).",
+        f"Golden set: {summary.golden_examples} test examples (`golden.npz`); each runtime ran in its own process "
+        f"({settings['threads']} thread(s), batch {settings['batch']}, {settings['warmup']} warm-up and {settings['runs']} timed invokes).",
         "",
     ]
-    environment = summary["environment"]
+    environment = summary.environment
     lines[-1:-1] = ["", f"Board software stack: {describe(environment)} (`{environment['python'][-1]}`)."]
     if environment["emulated"]:
         lines[-1:-1] = [
@@ -60,25 +62,25 @@ def render_runtime_checks(summary: dict, profile: TargetProfile) -> list[str]:
             "(`build/runtime-envs/`): parity is checked as on a board; timings are not representative, so latency budgets are reported, not enforced.",
         ]
     rows = []
-    for artifact, per in summary["checks"].items():
-        for runtime, r in per.items():
-            if r["status"] != "ok":
-                rows.append([artifact, runtime, "", "", "", "", "", "", f"{r['status']} (optional runtime: reported, not gated)"])
-                continue
-            p, host = r["parity"], r["runtime_vs_tf_lite"]
-            rows.append(
-                [
-                    artifact,
-                    f"{runtime} {r['runtime_version']}",
-                    r["machine"] + (" (emulated)" if r["emulated"] else ""),
-                    f"{p['top1_agreement']:.4f}",
-                    f"{p['max_abs_logit_error']:.3g}",
-                    f"{p['mean_abs_logit_error']:.3g}",
-                    f"{p['accuracy']:.4f}",
-                    f"{host['max_abs_logit_error']:.3g}",
-                    "pass",
-                ]
-            )
+    for outcome in summary.outcomes():
+        r = outcome.record
+        if not outcome.ran:
+            rows.append([outcome.artifact, outcome.runtime, "", "", "", "", "", "", f"{r['status']} (optional runtime: reported, not gated)"])
+            continue
+        p, host = r["parity"], r["runtime_vs_tf_lite"]
+        rows.append(
+            [
+                outcome.artifact,
+                f"{outcome.runtime} {r['runtime_version']}",
+                r["machine"] + (" (emulated)" if r["emulated"] else ""),
+                f"{p['top1_agreement']:.4f}",
+                f"{p['max_abs_logit_error']:.3g}",
+                f"{p['mean_abs_logit_error']:.3g}",
+                f"{p['accuracy']:.4f}",
+                f"{host['max_abs_logit_error']:.3g}",
+                "pass",
+            ]
+        )
     lines += table(
         [
             "artifact",
@@ -95,7 +97,7 @@ def render_runtime_checks(summary: dict, profile: TargetProfile) -> list[str]:
     )
     limits = profile.tolerances.limits()
     gates = "; ".join(
-        f"{name}: " + ", ".join(f"{what} {op} {limits[key]:g} (`{key}`)" for what, _, op, key in ARTIFACTS[name].parity) for name in summary["checks"]
+        f"{name}: " + ", ".join(f"{what} {op} {limits[key]:g} (`{key}`)" for what, _, op, key in ARTIFACTS[name].parity) for name in summary.artifacts
     )
     lines += [
         "",
@@ -107,24 +109,21 @@ def render_runtime_checks(summary: dict, profile: TargetProfile) -> list[str]:
         "",
     ]
     rows = []
-    for artifact, per in summary["checks"].items():
-        for runtime, r in per.items():
-            if r["status"] != "ok":
-                continue
-            t = r["latency"]
-            gate = "not enforced (emulated)" if r["emulated"] else f"pass (p50 <= {r['latency_budget_ms']:g} ms)"
-            rows.append(
-                [
-                    artifact,
-                    runtime,
-                    f"{t['load_ms']:.1f}",
-                    f"{t['first_invoke_ms']:.2f}",
-                    *(f"{t[k]:.1f}" for k in ("p50_us", "p90_us", "p99_us", "mean_us", "std_us", "min_us", "max_us")),
-                    f"{t['examples_per_second']:.0f}",
-                    f"{r['peak_rss_mb']:.0f}",
-                    gate,
-                ]
-            )
+    for outcome in summary.ran():
+        r, t = outcome.record, outcome.record["latency"]
+        gate = "not enforced (emulated)" if r["emulated"] else f"pass (p50 <= {r['latency_budget_ms']:g} ms)"
+        rows.append(
+            [
+                outcome.artifact,
+                outcome.runtime,
+                f"{t['load_ms']:.1f}",
+                f"{t['first_invoke_ms']:.2f}",
+                *(f"{t[k]:.1f}" for k in ("p50_us", "p90_us", "p99_us", "mean_us", "std_us", "min_us", "max_us")),
+                f"{t['examples_per_second']:.0f}",
+                f"{r['peak_rss_mb']:.0f}",
+                gate,
+            ]
+        )
     lines += table(
         [
             "artifact",
@@ -146,7 +145,7 @@ def render_runtime_checks(summary: dict, profile: TargetProfile) -> list[str]:
     )
     lines += ["", "![latency per invoke](latency.png)"]
     lines += render_narrowed_runtimes(profile)
-    if any(ARTIFACTS[name].inputs == "text" for name in summary["checks"]):
+    if any(ARTIFACTS[name].inputs == "text" for name in summary.artifacts):
         lines += render_footprint(summary)
     return lines
 
@@ -167,14 +166,12 @@ def render_narrowed_runtimes(profile: TargetProfile) -> list[str]:
     return lines
 
 
-def render_footprint(summary: dict) -> list[str]:
+def render_footprint(summary: RuntimeChecks) -> list[str]:
     """Each runtime's installed size and peak memory side by side: what running Flex costs against a plain TF Lite runtime."""
-    installed = summary["environment"]["runtimes"]
+    installed = summary.environment["runtimes"]
     peaks: dict[str, dict[str, float]] = {}
-    for artifact, per in summary["checks"].items():
-        for runtime, r in per.items():
-            if r["status"] == "ok":
-                peaks.setdefault(runtime, {})[artifact] = r["peak_rss_mb"]
+    for outcome in summary.ran():
+        peaks.setdefault(outcome.runtime, {})[outcome.artifact] = outcome.record["peak_rss_mb"]
     rows = [
         [
             f"{runtime} {installed[runtime]['version'] or '(not provisioned)'}",
@@ -247,7 +244,7 @@ class Context:
     quality: dict
     train_log: dict
     tflite_reports: dict
-    runtime_checks: dict | None
+    runtime_checks: RuntimeChecks | None
     xla_checks: dict | None
     calibration: dict | None
 
@@ -259,7 +256,7 @@ class Context:
             quality=read_json(inputs.quality),
             train_log=read_json(inputs.train_log),
             tflite_reports={name: read_json(target.conversion_report(name)) for name in profile.runtime_artifacts},
-            runtime_checks=read_json(target.runtime_checks) if profile.runtime_artifacts else None,
+            runtime_checks=RuntimeChecks.read(target.runtime_checks) if profile.runtime_artifacts else None,
             xla_checks=read_json(inputs.xla_checks) if inputs.xla_checks else None,
             calibration=read_json(inputs.calibration_summary) if inputs.calibration_summary else None,
         )

@@ -38,6 +38,7 @@ from edge_build.artifacts import ARTIFACTS
 from edge_build.atomic import atomic_outputs
 from edge_build.board import EXIT_RUNTIME_MISSING
 from edge_build.board.parity import pack_texts
+from edge_build.check_records import CheckTable
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
 from edge_build.isolated import run_isolated
@@ -146,9 +147,10 @@ def check_artifact(name: str, target: Target, golden: dict, golden_path: Path, p
 def machine_independent(checks: dict) -> dict:
     """Per artifact and runtime that ran, the parity figures that do not depend on the machine (what the manifest records)."""
     keys = ("top1_agreement", "max_abs_logit_error", "accuracy")
-    return {
-        name: {runtime: {key: r["parity"][key] for key in keys} for runtime, r in per.items() if r["status"] == "ok"} for name, per in checks.items()
-    }
+    figures: dict = {name: {} for name in checks}
+    for outcome in CheckTable(checks).ran():
+        figures[outcome.artifact][outcome.runtime] = {key: outcome.record["parity"][key] for key in keys}
+    return figures
 
 
 def runtime_checks(profile: TargetProfile, test: TestSplit, target: Target, runtime_env: Path) -> dict:
@@ -158,8 +160,8 @@ def runtime_checks(profile: TargetProfile, test: TestSplit, target: Target, runt
         with open(golden_tmp, "wb") as handle:
             np.savez(handle, **golden)
         checks = {name: check_artifact(name, target, golden, golden_tmp, profile, Path(scratch), environment) for name in profile.runtime_artifacts}
-        if any(r["problems"] for per in checks.values() for r in per.values()):
-            rows = [(artifact, runtime, problem) for artifact, per in checks.items() for runtime, r in per.items() for problem in r["problems"]]
+        rows = [(o.artifact, o.runtime, problem) for o in CheckTable(checks).outcomes() for problem in o.record["problems"]]
+        if rows:
             print(parity.failure_table(rows), file=sys.stderr)
             raise StageError(f"{target.dir}: runtime checks failed for {profile.source} (table above)")
         summary = {
@@ -172,24 +174,24 @@ def runtime_checks(profile: TargetProfile, test: TestSplit, target: Target, runt
         }
         checks_tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         parity_tmp.write_text(json.dumps(machine_independent(checks), indent=2) + "\n", encoding="utf-8")
-        plot_latency(latency_series(checks), plot_tmp)
+        plot_latency(latency_series(CheckTable(checks)), plot_tmp)
     return summary
 
 
 def summary_lines(summary: dict) -> list[str]:
     lines = []
-    for artifact, per in summary["checks"].items():
-        for runtime, r in per.items():
-            if r["status"] != "ok":
-                lines.append(f"runtime check: {artifact} on {runtime}: {r['status']}")
-                continue
-            p, latency = r["parity"], r["latency"]
-            lines.append(
-                f"runtime check: {artifact} on {runtime} {r['runtime_version']}: top-1 agreement {p['top1_agreement']:.4f}, "
-                f"max |Δlogit| {p['max_abs_logit_error']:.3g}, vs tf.lite {r['runtime_vs_tf_lite']['max_abs_logit_error']:.3g}; "
-                f"p50 {latency['p50_us']:.1f} µs, p99 {latency['p99_us']:.1f} µs, peak RSS {r['peak_rss_mb']:.0f} MB"
-                + (f" on {r['machine']} (emulated: timings not representative)" if r["emulated"] else "")
-            )
+    for outcome in CheckTable(summary["checks"]).outcomes():
+        r, artifact, runtime = outcome.record, outcome.artifact, outcome.runtime
+        if not outcome.ran:
+            lines.append(f"runtime check: {artifact} on {runtime}: {r['status']}")
+            continue
+        p, latency = r["parity"], r["latency"]
+        lines.append(
+            f"runtime check: {artifact} on {runtime} {r['runtime_version']}: top-1 agreement {p['top1_agreement']:.4f}, "
+            f"max |Δlogit| {p['max_abs_logit_error']:.3g}, vs tf.lite {r['runtime_vs_tf_lite']['max_abs_logit_error']:.3g}; "
+            f"p50 {latency['p50_us']:.1f} µs, p99 {latency['p99_us']:.1f} µs, peak RSS {r['peak_rss_mb']:.0f} MB"
+            + (f" on {r['machine']} (emulated: timings not representative)" if r["emulated"] else "")
+        )
     return lines
 
 

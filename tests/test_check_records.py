@@ -1,0 +1,40 @@
+"""The runtime checks' record has one reader: it refuses what is not such a record in one line, and walks the table in order."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from edge_build.check_records import CheckTable, RuntimeChecks
+from edge_build.errors import StageError
+
+HOST_CHECKS = REPO / "tests" / "testdata" / "report_host" / "runtime_checks.json"
+
+
+def test_a_host_builds_record_reads_and_walks_in_the_order_the_checks_ran():
+    checks = RuntimeChecks.read(HOST_CHECKS)
+    assert checks.artifacts == ["tflite_fp32", "tflite_fp16", "tflite_int8"]
+    assert [(o.artifact, o.runtime) for o in checks.ran()][:2] == [("tflite_fp32", "tflite-runtime"), ("tflite_fp32", "ai-edge-litert")]
+    assert checks.outcome("tflite_int8", "tflite-runtime").ran and checks.outcome("tflite_int8", "nope") is None
+    assert checks.installed("tflite-runtime")["version"] == "2.14.0"
+
+
+def test_an_outcome_that_did_not_run_is_walked_but_has_no_figures():
+    table = CheckTable({"tflite_int8": {"a": {"status": "ok"}, "b": {"status": "not installed (optional)"}}})
+    assert [o.runtime for o in table.outcomes()] == ["a", "b"] and [o.runtime for o in table.ran()] == ["a"]
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [("{", "JSONDecodeError"), (json.dumps({"checks": {}}), "KeyError: 'target'"), ("[]", "TypeError")],
+)
+def test_what_is_not_a_runtime_checks_record_is_refused_in_one_line(tmp_path: Path, text: str, message: str):
+    path = tmp_path / "runtime_checks.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(StageError, match="^" + re.escape(f"{path}: not a runtime checks record (") + ".*" + re.escape(message)) as raised:
+        RuntimeChecks.read(path)
+    assert "\n" not in str(raised.value)
+    with pytest.raises(StageError, match=re.escape(f"{tmp_path / 'nope.json'}: not found")):
+        RuntimeChecks.read(tmp_path / "nope.json")
