@@ -14,8 +14,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 
-from edge_build.board.runtime import RUNTIMES
+from edge_build.board.runtime import DEFAULT_VERSIONS, RUNTIMES, Runtime
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,21 +51,50 @@ class Stack:
         return int(self.numpy.split(".")[0])
 
 
-def not_installable(runtime: str, stack: Stack) -> str | None:
+def not_installable(runtime: RuntimeSpec, stack: Stack) -> str | None:
     """Why ``runtime``'s wheels cannot install on ``stack``, or ``None`` when they can."""
-    row = RUNTIMES[runtime]
+    row, what = runtime.row, runtime.name
     if stack.python not in row.pythons:
-        return f"{runtime} has wheels for CPython {row.pythons[0]}-{row.pythons[-1]} only, and the {stack.release} stack has CPython {stack.python}"
+        return f"{what} has wheels for CPython {row.pythons[0]}-{row.pythons[-1]} only, and the {stack.release} stack has CPython {stack.python}"
     if row.numpy_below is not None and stack.numpy_major >= row.numpy_below:
-        return f"{runtime} needs numpy<{row.numpy_below}, and the {stack.release} stack has numpy {stack.numpy}"
+        return f"{what} needs numpy<{row.numpy_below}, and the {stack.release} stack has numpy {stack.numpy}"
     return None
 
 
 @dataclasses.dataclass(frozen=True)
 class RuntimeSpec:
+    """A runtime a profile checks its TF Lite artifacts on (a ``[[runtimes]]`` row): which one, which version, whether required.
+
+    What that version can do is its row in the runtime table (``row``, from ``board.runtime.RUNTIMES``).
+
+    Attributes:
+      name: ``tflite-runtime``, ``ai-edge-litert`` or ``tensorflow-cpu`` (full TF Lite: Flex and tensorflow-text's kernels).
+      version: the exact wheel version the board installs (default: the table's last version of it).
+      required: whether its runtime checks gate the build; an optional runtime is checked and
+        reported where it can run, and only a parity or latency breach on it fails the build.
+    """
+
     name: str
-    version: str
-    required: bool
+    version: str = ""
+    required: bool = True
+
+    def __post_init__(self) -> None:
+        if self.name not in RUNTIMES:
+            raise ValueError(f"key 'name': unknown runtime '{self.name}' (allowed: {', '.join(RUNTIMES)})")
+        if not self.version:
+            object.__setattr__(self, "version", DEFAULT_VERSIONS[self.name])
+        known = ", ".join(RUNTIMES[self.name])
+        if not re.fullmatch(r"\d+(\.\d+)*", self.version):
+            raise ValueError(f"key 'version': expected an exact wheel version such as {DEFAULT_VERSIONS[self.name]}, not '{self.version}'")
+        if self.version not in RUNTIMES[self.name]:
+            raise ValueError(
+                f"key 'version': {self.name} {self.version} has no row in the runtime table, so what it can run is unknown "
+                f"(allowed: {known}, or add a row for it to edge_build/board/runtime.py)"
+            )
+
+    @property
+    def row(self) -> Runtime:
+        return RUNTIMES[self.name][self.version]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +111,7 @@ class EnvironmentSpec:
 
     def key(self) -> str:
         content = dataclasses.asdict(self)
-        companions = {r.name: list(RUNTIMES[r.name].companions) for r in self.runtimes if RUNTIMES[r.name].companions}
+        companions = {r.name: list(r.row.companions) for r in self.runtimes if r.row.companions}
         # Companions are pinned in the runtime table, not the profile: a new pin must provision a new environment.
         # Hashed only where there are some, so that the environments of runtimes without any keep their keys.
         if companions:
@@ -98,7 +128,7 @@ class EnvironmentSpec:
         """The required runtimes, or the optional runtimes that can install on the stack."""
         if required:
             return [r for r in self.runtimes if r.required]
-        return [r for r in self.runtimes if not r.required and not_installable(r.name, self.stack) is None]
+        return [r for r in self.runtimes if not r.required and not_installable(r, self.stack) is None]
 
     def requirements(self, required: bool = True) -> list[str]:
         """pip requirements of the stack: numpy and the required runtimes, or the optional runtimes that can install on it."""
@@ -107,7 +137,7 @@ class EnvironmentSpec:
 
     def companions(self, required: bool = True) -> list[str]:
         """pip requirements installed with ``--no-deps`` after ``requirements(required)``: the companions of those runtimes."""
-        return [companion for r in self.to_install(required) for companion in RUNTIMES[r.name].companions]
+        return [companion for r in self.to_install(required) for companion in r.row.companions]
 
     def record(self) -> dict:
         """The stack as the target's and the bundle's manifests record it: what was checked, and the pip requirements that give a board exactly that.
@@ -121,9 +151,7 @@ class EnvironmentSpec:
             "arch": self.arch,
             "python": self.stack.python,
             "numpy": self.stack.numpy,
-            "runtimes": {
-                r.name: {"version": r.version, "required": r.required} for r in self.runtimes if not_installable(r.name, self.stack) is None
-            },
+            "runtimes": {r.name: {"version": r.version, "required": r.required} for r in self.runtimes if not_installable(r, self.stack) is None},
             "install": self.requirements(),
             "optional_install": self.requirements(required=False),
         }

@@ -563,13 +563,16 @@ def test_help_lists_the_variables_and_aliases():
         assert word in text
 
 
-def test_an_optional_runtime_that_cannot_be_provisioned_is_reported_and_the_build_completes(project):
+def test_an_optional_runtime_that_cannot_be_provisioned_is_reported_and_the_build_completes(project, tmp_path: Path, monkeypatch):
     profile = project["targets"] / "tiny.toml"
     original = profile.read_text()
-    # No such wheel: the stack's environment is provisioned without it, and every stage after says so.
-    profile.write_text(with_litert(original, version="0.0.1"), encoding="utf-8")
+    # pip cannot install the optional runtime (a constraint no wheel meets), in an environment provisioned afresh:
+    # the stack's environment is provisioned without it, and every stage after says so.
+    (tmp_path / "constraints.txt").write_text("ai-edge-litert==0.0.1\n", encoding="utf-8")
+    monkeypatch.setenv("PIP_CONSTRAINT", str(tmp_path / "constraints.txt"))
+    profile.write_text(with_litert(original), encoding="utf-8")
     try:
-        result = scons(*project["args"], "-j2")
+        result = scons(*with_variables(project["args"], runtime_envs=tmp_path / "runtime-envs"), "-j2")
     finally:
         profile.write_text(original, encoding="utf-8")
     assert sorted(stages_run(result)) == sorted(["runtime_env", *TINY_CONVERSIONS, "evaluate", "runtime_check", "report", "manifest", "bundle"])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_build.board.runtime import RUNTIMES
+from edge_build.board.runtime import DEFAULT_VERSIONS, RUNTIMES
 from edge_build.config.profile import BoardStack, load_profile
 from edge_build.errors import ConfigError
 from edge_build.runtime_envs import PROJECT_ROOT, describe, disk_mb, launcher, unavailable
@@ -44,7 +44,8 @@ def test_the_os_releases_and_their_cpythons():
 def test_the_default_stack_is_bookworm_with_numpy_1(tmp_path: Path):
     profile = load(tmp_path, TFLITE + '[[runtimes]]\nname = "tflite-runtime"\n')
     assert profile.stack == BoardStack() == BoardStack("bookworm", "3.11", "1.26.4")
-    assert profile.runtimes[0].version == RUNTIMES["tflite-runtime"].version == "2.14.0"
+    assert profile.runtimes[0].version == DEFAULT_VERSIONS["tflite-runtime"] == "2.14.0"
+    assert profile.runtimes[0].row == RUNTIMES["tflite-runtime"]["2.14.0"]
 
 
 @pytest.mark.parametrize(
@@ -79,7 +80,15 @@ def test_a_bad_stack_is_refused_with_file_key_and_choices(tmp_path: Path, stack:
 def test_a_runtime_version_must_be_an_exact_wheel_version(tmp_path: Path):
     message = refusal(tmp_path, TFLITE + '[[runtimes]]\nname = "tflite-runtime"\nversion = ">=2.14"\n')
     assert message == f"{tmp_path / 'board.toml'}: key 'runtimes.version': expected an exact wheel version such as 2.14.0, not '>=2.14'"
-    assert load(tmp_path, TFLITE + '[[runtimes]]\nname = "ai-edge-litert"\nversion = "2.2.1"\n').runtimes[0].version == "2.2.1"
+    assert load(tmp_path, TFLITE + '[[runtimes]]\nname = "ai-edge-litert"\nversion = "2.3.0"\n').runtimes[0].version == "2.3.0"
+
+
+def test_a_runtime_version_without_a_row_in_the_runtime_table_is_refused(tmp_path: Path):
+    message = refusal(tmp_path, TFLITE + '[[runtimes]]\nname = "ai-edge-litert"\nversion = "2.2.1"\n')
+    assert message == (
+        f"{tmp_path / 'board.toml'}: key 'runtimes.version': ai-edge-litert 2.2.1 has no row in the runtime table, so what it can run is "
+        "unknown (allowed: 2.3.0, or add a row for it to edge_build/board/runtime.py)"
+    )
 
 
 def test_a_required_runtime_the_stack_cannot_install_is_refused_in_one_line(tmp_path: Path):
@@ -109,13 +118,28 @@ def test_an_optional_runtime_the_stack_cannot_install_is_accepted_and_ignored_fo
 
 def test_not_installable_says_why():
     bookworm, trixie = Stack("bookworm", "3.11", "1.26.4"), Stack("trixie", "3.13", "2.2.6")
-    assert not_installable("tflite-runtime", bookworm) is None and not_installable("ai-edge-litert", bookworm) is None
-    assert not_installable("ai-edge-litert", trixie) is None
-    assert not_installable("tflite-runtime", trixie) == "tflite-runtime has wheels for CPython 3.8-3.11 only, and the trixie stack has CPython 3.13"
+    tflite_runtime, litert = RuntimeSpec("tflite-runtime"), RuntimeSpec("ai-edge-litert")
+    assert not_installable(tflite_runtime, bookworm) is None and not_installable(litert, bookworm) is None
+    assert not_installable(litert, trixie) is None
+    assert not_installable(tflite_runtime, trixie) == "tflite-runtime has wheels for CPython 3.8-3.11 only, and the trixie stack has CPython 3.13"
     assert (
-        not_installable("tflite-runtime", Stack("bookworm", "3.11", "2.0.0"))
-        == "tflite-runtime needs numpy<2, and the bookworm stack has numpy 2.0.0"
+        not_installable(tflite_runtime, Stack("bookworm", "3.11", "2.0.0")) == "tflite-runtime needs numpy<2, and the bookworm stack has numpy 2.0.0"
     )
+
+
+def test_the_facts_are_those_of_the_version_the_profile_pins(monkeypatch, tmp_path: Path):
+    """Each runtime version has its own row: a pinned version is judged by what that version can do, not the default's."""
+    older = dataclasses.replace(RUNTIMES["tflite-runtime"]["2.14.0"], version="2.13.0", pythons=("3.8", "3.9", "3.10"))
+    monkeypatch.setitem(RUNTIMES, "tflite-runtime", {"2.13.0": older, **RUNTIMES["tflite-runtime"]})
+    bookworm = Stack("bookworm", "3.11", "1.26.4")
+    assert not_installable(RuntimeSpec("tflite-runtime", "2.14.0"), bookworm) is None
+    assert not_installable(RuntimeSpec("tflite-runtime", "2.13.0"), bookworm) == (
+        "tflite-runtime has wheels for CPython 3.8-3.10 only, and the bookworm stack has CPython 3.11"
+    )
+    message = refusal(tmp_path, TFLITE + '[[runtimes]]\nname = "tflite-runtime"\nversion = "2.13.0"\n')
+    assert message.endswith("required runtime tflite-runtime cannot be installed on the stack Debian 12 bookworm (CPython 3.11, numpy 1.26.4): "
+                            "tflite-runtime has wheels for CPython 3.8-3.10 only, and the bookworm stack has CPython 3.11 "
+                            "(allowed: another stack, or required = false to report it)")  # fmt: skip
 
 
 def test_the_shipped_profiles_name_their_stacks():
@@ -186,14 +210,20 @@ def test_the_environment_key_is_stable_and_names_the_stack():
         EnvironmentSpec("x86_64", Stack("bookworm", "3.11", "1.26.3"), HOST_SPEC.runtimes),
         EnvironmentSpec("x86_64", Stack("trixie", "3.13", "2.2.6"), HOST_SPEC.runtimes),
         EnvironmentSpec("x86_64", HOST_SPEC.stack, (RuntimeSpec("tflite-runtime", "2.14.0", True),)),
-        EnvironmentSpec("x86_64", HOST_SPEC.stack, (RuntimeSpec("tflite-runtime", "2.14.0", True), RuntimeSpec("ai-edge-litert", "2.2.0", False))),
         EnvironmentSpec("x86_64", HOST_SPEC.stack, (RuntimeSpec("tflite-runtime", "2.14.0", True), RuntimeSpec("ai-edge-litert", "2.3.0", True))),
     ],
-    ids=["arch", "numpy", "release", "runtimes", "runtime-version", "required"],
+    ids=["arch", "numpy", "release", "runtimes", "required"],
 )
 def test_a_different_spec_gets_a_different_environment(other: EnvironmentSpec):
     assert other.key() != HOST_SPEC.key()
     assert other.key().startswith(f"{other.arch}-{other.stack.release}-py{other.stack.python}-")
+
+
+def test_another_runtime_version_gets_a_different_environment(monkeypatch):
+    older = dataclasses.replace(RUNTIMES["ai-edge-litert"]["2.3.0"], version="2.2.0")
+    monkeypatch.setitem(RUNTIMES, "ai-edge-litert", {"2.2.0": older, **RUNTIMES["ai-edge-litert"]})
+    other = EnvironmentSpec("x86_64", HOST_SPEC.stack, (RuntimeSpec("tflite-runtime", "2.14.0", True), RuntimeSpec("ai-edge-litert", "2.2.0", False)))
+    assert other.key() != HOST_SPEC.key()
 
 
 def test_the_requirements_of_a_stack():
@@ -221,8 +251,8 @@ def test_existing_environment_keys_do_not_change():
 
 def test_a_runtimes_companions_are_part_of_its_environments_key(monkeypatch):
     before = GATEWAY_SPEC.key()
-    repinned = dataclasses.replace(RUNTIMES["tensorflow-cpu"], companions=("tensorflow-text==2.15.1", "tensorflow-hub==0.15.0"))
-    monkeypatch.setitem(RUNTIMES, "tensorflow-cpu", repinned)
+    repinned = dataclasses.replace(RUNTIMES["tensorflow-cpu"]["2.15.1"], companions=("tensorflow-text==2.15.1", "tensorflow-hub==0.15.0"))
+    monkeypatch.setitem(RUNTIMES, "tensorflow-cpu", {"2.15.1": repinned})
     assert GATEWAY_SPEC.key() != before and GATEWAY_SPEC.key().startswith("x86_64-bookworm-py3.11-")
 
 

@@ -1,8 +1,9 @@
 """The runtime table, and loading a model with a runtime.
 
-One row per TF Lite runtime a profile may check on: the host side (profiles,
-runtime environments, conversion) imports this table, and the board uses it to
-find the interpreter. Standard library only until a model is loaded.
+One row per version of a TF Lite runtime a profile may check on, holding what
+that version can do: the host side (profiles, runtime environments,
+conversion) imports this table, and the board uses it to find the
+interpreter. Standard library only until a model is loaded.
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ import sys
 
 @dataclasses.dataclass(frozen=True)
 class Runtime:
-    """What a TF Lite runtime is and can do, as installed from its wheel.
+    """What one version of a TF Lite runtime is and can do, as installed from its wheel.
 
     Attributes:
+      name: the runtime's distribution name, as pip installs it.
+      version: the wheel version these facts were checked on.
       interpreter_module: the module holding its ``Interpreter``.
-      version: the wheel version a profile gets unless its ``[[runtimes]]`` row names another.
       pythons: the CPython minor versions its wheels are built for (Linux x86_64 and aarch64).
       numpy_below: the numpy major version its C extension cannot load, if any.
       has_flex_delegate: whether its wheels carry the Flex (SELECT_TF_OPS) delegate.
@@ -33,8 +35,9 @@ class Runtime:
         custom ops), as ``module:attribute`` naming the registerers its interpreter takes; ``None`` if they have none.
     """
 
-    interpreter_module: str
+    name: str
     version: str
+    interpreter_module: str
     pythons: tuple[str, ...]
     numpy_below: int | None
     has_flex_delegate: bool
@@ -44,20 +47,23 @@ class Runtime:
     text_ops: str | None = None
 
 
-RUNTIMES = {
+#: One row per runtime version whose facts were checked; a profile names a runtime and one of these versions.
+RUNTIME_VERSIONS = (
     # Its last release (2023): built against numpy 1, with no wheels past CPython 3.11.
-    "tflite-runtime": Runtime(
-        "tflite_runtime.interpreter",
+    Runtime(
+        "tflite-runtime",
         "2.14.0",
+        "tflite_runtime.interpreter",
         ("3.8", "3.9", "3.10", "3.11"),
         numpy_below=2,
         has_flex_delegate=False,
         per_channel_dense=False,
     ),
     # Its successor: numpy 1.23 or later (numpy 2 included). Its aarch64 build crashes on every model under qemu 7.2 and runs under qemu 10.
-    "ai-edge-litert": Runtime(
-        "ai_edge_litert.interpreter",
+    Runtime(
+        "ai-edge-litert",
         "2.3.0",
+        "ai_edge_litert.interpreter",
         ("3.10", "3.11", "3.12", "3.13", "3.14"),
         numpy_below=None,
         has_flex_delegate=False,
@@ -67,9 +73,10 @@ RUNTIMES = {
     # Full TensorFlow's interpreter: its last release whose tf.lite.Interpreter carries the Flex delegate
     # (2.19 and 2.21 have none), with tensorflow-text's TF Lite kernels for the in-model tokenizer. It runs
     # models converted by TF 2.21. It needs numpy 1 and has wheels up to CPython 3.11.
-    "tensorflow-cpu": Runtime(
-        "tensorflow.lite.python.interpreter",
+    Runtime(
+        "tensorflow-cpu",
         "2.15.1",
+        "tensorflow.lite.python.interpreter",
         ("3.9", "3.10", "3.11"),
         numpy_below=2,
         has_flex_delegate=True,
@@ -77,11 +84,24 @@ RUNTIMES = {
         companions=("tensorflow-text==2.15.0", "tensorflow-hub==0.15.0"),
         text_ops="tensorflow_text:tflite_registrar.SELECT_TFTEXT_OPS",
     ),
-}
-#: Runtime name -> module holding its ``Interpreter``; ``tensorflow`` is TF's own
-#: tf.lite.Interpreter, the host's reference in benchmarks, never a profile's runtime.
+)
+
+
+def _by_name(rows: tuple[Runtime, ...]) -> dict[str, dict[str, Runtime]]:
+    table: dict[str, dict[str, Runtime]] = {}
+    for row in rows:
+        table.setdefault(row.name, {})[row.version] = row
+    return table
+
+
+#: Runtime name -> version -> its row, versions in table order.
+RUNTIMES = _by_name(RUNTIME_VERSIONS)
+#: The version a profile gets unless its ``[[runtimes]]`` row names another: each runtime's last row.
+DEFAULT_VERSIONS = {name: list(versions)[-1] for name, versions in RUNTIMES.items()}
+#: Runtime name -> module holding its ``Interpreter`` (every version of a runtime keeps it in one place); ``tensorflow``
+#: is TF's own tf.lite.Interpreter, the host's reference in benchmarks, never a profile's runtime.
 INTERPRETER_MODULES = {
-    **{name: runtime.interpreter_module for name, runtime in RUNTIMES.items()},
+    **{row.name: row.interpreter_module for row in RUNTIME_VERSIONS},
     "tensorflow": "tensorflow.lite.python.interpreter",
 }
 
@@ -91,7 +111,8 @@ class RuntimeMissing(Exception):
 
 
 def interpreter_module(runtime: str):
-    row = RUNTIMES.get(runtime)
+    # The facts of the version installed here, where the table has them.
+    row = RUNTIMES.get(runtime, {}).get(runtime_version(runtime) or "")
     if row is not None and row.numpy_below is not None:
         import numpy
 

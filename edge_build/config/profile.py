@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from edge_build.artifacts import ARTIFACTS, takers
-from edge_build.board.runtime import RUNTIMES
+from edge_build.board.runtime import RUNTIME_VERSIONS, RUNTIMES
 from edge_build.config.loading import choices, from_mapping, load_toml, require_positive
 from edge_build.errors import ConfigError
 from edge_build.stacks import OS_RELEASES, EnvironmentSpec, RuntimeSpec, Stack, not_installable
@@ -36,30 +36,6 @@ class Quantization:
 
     output_type: Literal["float32", "int8"] = "float32"
     select_tf_ops: bool = False
-
-
-@dataclasses.dataclass(frozen=True)
-class Runtime:
-    """A TF Lite runtime the profile's TF Lite artifacts are checked on (a row of ``board.runtime.RUNTIMES``).
-
-    Attributes:
-      name: ``tflite-runtime``, ``ai-edge-litert`` or ``tensorflow-cpu`` (full TF Lite: Flex and tensorflow-text's kernels).
-      version: the exact wheel version the board installs (default: the runtime table's).
-      required: whether its runtime checks gate the build; an optional runtime is checked and
-        reported where it can run, and only a parity or latency breach on it fails the build.
-    """
-
-    name: str
-    version: str = ""
-    required: bool = True
-
-    def __post_init__(self) -> None:
-        if self.name not in RUNTIMES:
-            raise ValueError(f"key 'name': unknown runtime '{self.name}' (allowed: {choices(RUNTIMES)})")
-        if not self.version:
-            object.__setattr__(self, "version", RUNTIMES[self.name].version)
-        if not re.fullmatch(r"\d+(\.\d+)*", self.version):
-            raise ValueError(f"key 'version': expected an exact wheel version such as {RUNTIMES[self.name].version}, not '{self.version}'")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,7 +187,7 @@ class TargetProfile:
     artifacts: tuple[str, ...]
     quantization: Quantization = dataclasses.field(default_factory=Quantization)
     stack: BoardStack = dataclasses.field(default_factory=BoardStack)
-    runtimes: tuple[Runtime, ...] = ()
+    runtimes: tuple[RuntimeSpec, ...] = ()
     tolerances: Tolerances = dataclasses.field(default_factory=Tolerances)
     latency: LatencyBudgets = dataclasses.field(default_factory=LatencyBudgets)
     checks: RuntimeChecks = dataclasses.field(default_factory=RuntimeChecks)
@@ -236,14 +212,14 @@ class TargetProfile:
         if self.runtimes and not self.runtime_artifacts:
             raise ValueError("key 'runtimes': the profile lists no TF Lite artifact to run on them")
         for runtime in self.runtimes:
-            reason = not_installable(runtime.name, self.stack)
+            reason = not_installable(runtime, self.stack)
             if runtime.required and reason:
                 raise ValueError(
                     f"key 'runtimes': required runtime {runtime.name} cannot be installed on the stack {self.stack.describe()}: {reason} (allowed: another stack, or required = false to report it)"
                 )
         for artifact in self.runtime_artifacts:
             if not self.runtimes_for(artifact):
-                able = [name for name, row in RUNTIMES.items() if row.text_ops and row.has_flex_delegate]
+                able = [f"{row.name} {row.version}" for row in RUNTIME_VERSIONS if row.text_ops and row.has_flex_delegate]
                 raise ValueError(
                     f"key 'runtimes': {artifact} takes raw text through tensorflow-text's custom ops and Flex ops, which none of "
                     f"{', '.join(names)} can run (allowed: add a runtime that can: {', '.join(able)})"
@@ -256,21 +232,21 @@ class TargetProfile:
         """The artifacts checked on the profile's runtimes and shipped in its bundle."""
         return tuple(a for a in self.artifacts if ARTIFACTS[a].on_runtimes)
 
-    def runtimes_for(self, artifact: str) -> tuple[Runtime, ...]:
+    def runtimes_for(self, artifact: str) -> tuple[RuntimeSpec, ...]:
         """The profile's runtimes that check ``artifact``: a raw-text model only where tensorflow-text's kernels and the Flex delegate are."""
         if ARTIFACTS[artifact].inputs != "text":
             return self.runtimes
-        return tuple(r for r in self.runtimes if RUNTIMES[r.name].text_ops and RUNTIMES[r.name].has_flex_delegate)
+        return tuple(r for r in self.runtimes if r.row.text_ops and r.row.has_flex_delegate)
 
     @property
     def per_channel_dense(self) -> bool:
         """Per-channel dense quantization only when every runtime the profile's stack can install runs it."""
-        return all(RUNTIMES[r.name].per_channel_dense for r in self.runtimes if not_installable(r.name, self.stack) is None)
+        return all(r.row.per_channel_dense for r in self.runtimes if not_installable(r, self.stack) is None)
 
     def runtime_environment(self) -> EnvironmentSpec:
         """What the environment this profile's runtimes run in holds."""
         stack = Stack(self.stack.release, self.stack.python, self.stack.numpy)
-        return EnvironmentSpec(self.arch, stack, tuple(RuntimeSpec(r.name, r.version, r.required) for r in self.runtimes))
+        return EnvironmentSpec(self.arch, stack, self.runtimes)
 
     def latency_budget_ms(self, artifact: str) -> float:
         return getattr(self.latency, ARTIFACTS[artifact].latency_key)

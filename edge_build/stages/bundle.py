@@ -162,7 +162,7 @@ def model_runtimes(profile: TargetProfile) -> dict[str, list[str]]:
     """Per model, the runtimes that run it and install on the stack, required ones first: the board scripts' default for it is the first."""
     runtimes = {}
     for name in profile.runtime_artifacts:
-        able = [r.name for r in sorted(profile.runtimes_for(name), key=lambda r: not r.required) if not_installable(r.name, profile.stack) is None]
+        able = [r.name for r in sorted(profile.runtimes_for(name), key=lambda r: not r.required) if not_installable(r, profile.stack) is None]
         if not able:
             raise StageError(f"{profile.source}: no runtime of the profile runs {name} and installs on {profile.stack.describe()}")
         runtimes[name] = able
@@ -196,7 +196,7 @@ def board_readme(profile: TargetProfile) -> str:
 def install_lines(runtime: str, version: str, numpy: str) -> list[str]:
     """The pip lines that give a board ``runtime``: its wheel with the stack's numpy, then its companions without their
     dependencies (tensorflow-text's metadata asks for the full ``tensorflow``, which tensorflow-cpu already is)."""
-    companions = RUNTIMES[runtime].companions
+    companions = RUNTIMES[runtime][version].companions
     return [
         f"python -m pip install numpy=={numpy} {runtime}=={version}",
         *([f"python -m pip install --no-deps {' '.join(companions)}"] if companions else []),

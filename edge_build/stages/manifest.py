@@ -99,7 +99,7 @@ def build_manifest(profile: TargetProfile, inputs: ManifestInputs, target: Targe
         # The build's own packages, then the runtimes as the board stack pins them (they run in its environment, not this one).
         "versions": {
             **package_versions("tensorflow", "tensorflow-text", "keras", "numpy"),
-            **{r.name: r.version for r in profile.runtimes if not_installable(r.name, profile.stack) is None},
+            **{r.name: r.version for r in profile.runtimes if not_installable(r, profile.stack) is None},
         },
         "dataset": {key: data_summary[key] for key in ("dataset", "sha256", "examples", "labels", "fractions", "seed")},
         "hyperparameters": train_log["hyperparameters"],

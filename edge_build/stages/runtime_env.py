@@ -16,7 +16,7 @@ The environment holds exactly that, whatever Python this project itself runs on:
 Debian packages come through a private apt configuration under ``--apt-dir``
 (its own sources, package lists, cache and an empty dpkg status), so the
 machine's apt sources, dpkg database and installed packages stay as they are,
-and no root is needed. A runtime's companions (``RUNTIMES[...].companions``)
+and no root is needed. A runtime version's companions (its row's ``companions``)
 are installed after it without their dependencies. A runtime that cannot
 install on the stack, or whose wheels (its companions' included) fail to
 install, is recorded with the reason: a required one fails this stage, an
@@ -226,7 +226,7 @@ def install(runtime: RuntimeSpec, install_one) -> dict:
 
     An optional runtime that fails (itself or a companion) is recorded, a required one stops the stage.
     """
-    companions = list(RUNTIMES[runtime.name].companions)
+    companions = list(runtime.row.companions)
     try:
         install_one([f"{runtime.name}=={runtime.version}"])
         if companions:
@@ -288,12 +288,12 @@ def provision(spec: EnvironmentSpec, env_json: Path, apt_dir: Path, machine_pyth
         install_one([])
         runtimes = {}
         for runtime in spec.runtimes:
-            reason = not_installable(runtime.name, stack)
+            reason = not_installable(runtime, stack)
             if reason:
                 runtimes[runtime.name] = {"version": None, "required": runtime.required, "checkable": False, "reason": f"not installable: {reason}"}
                 continue
             runtimes[runtime.name] = install(runtime, install_one)
-            minimum = RUNTIMES[runtime.name].min_qemu
+            minimum = runtime.row.min_qemu
             if emulator and minimum and tuple(int(n) for n in emulator["version"].split(".")[:2]) < minimum:
                 runtimes[runtime.name].update(
                     checkable=False,
@@ -351,7 +351,7 @@ DISK_PROBE = (
 def measure_disk(record: dict, staging: Path, out_dir: Path) -> dict[str, float]:
     """Megabytes on disk each installed runtime adds to the stack: its distribution, its companions and their dependencies but numpy."""
     distributions = {
-        name: [name, *(companion.partition("==")[0] for companion in RUNTIMES[name].companions)]
+        name: [name, *(companion.partition("==")[0] for companion in RUNTIMES[name][entry["version"]].companions)]
         for name, entry in record["runtimes"].items()
         if entry["version"] is not None
     }
@@ -396,7 +396,10 @@ def runtime_spec(requirement: str, required: bool) -> RuntimeSpec:
     name, _, version = requirement.partition("==")
     if name not in RUNTIMES or not version:
         raise StageError(f"--runtime {requirement}: expected NAME==VERSION with NAME one of {', '.join(RUNTIMES)}")
-    return RuntimeSpec(name, version, required)
+    try:
+        return RuntimeSpec(name, version, required)
+    except ValueError as exc:
+        raise StageError(f"--runtime {requirement}: {exc}") from None
 
 
 def describe_runtime(name: str, entry: dict) -> str:

@@ -47,7 +47,7 @@ from edge_build import cli, parity
 from edge_build.artifacts import ARTIFACTS
 from edge_build.atomic import atomic_outputs
 from edge_build.board.parity import pack_texts
-from edge_build.board.runtime import RUNTIMES
+from edge_build.board.runtime import RUNTIME_VERSIONS
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
 from edge_build.isolated import run_isolated
@@ -388,9 +388,9 @@ def convert(artifact: str, inputs: ConversionInputs, profile: TargetProfile, out
     content = converted.content
 
     ops = inspect_model(content)
-    flexless = [r.name for r in runtimes if not RUNTIMES[r.name].has_flex_delegate]
+    flexless = [r.name for r in runtimes if not r.row.has_flex_delegate]
     if ops["flex_ops"] and flexless:
-        able = [name for name, table_row in RUNTIMES.items() if table_row.has_flex_delegate]
+        able = [f"{row.name} {row.version}" for row in RUNTIME_VERSIONS if row.has_flex_delegate]
         raise StageError(
             f"{where}: needs Flex ops {', '.join(ops['flex_ops'])}, which {', '.join(flexless)} cannot run (no Flex delegate; runtimes that can: {', '.join(able)})"
         )
