@@ -92,6 +92,7 @@ def test_without_the_select_tf_ops_fallback_the_raw_text_model_is_refused(gatewa
 def test_a_raw_text_model_needs_a_runtime_with_flex_and_tensorflow_text_kernels(tmp_path: Path):
     text = TINY_GATEWAY_PROFILE.replace('[[runtimes]]\nname = "tensorflow-cpu"\n', "")
     with pytest.raises(
-        ConfigError, match=r"tflite_text_int8 takes raw text .* none of tflite-runtime can run \(allowed: add a runtime that can: tensorflow-cpu 2\.15\.1\)"
+        ConfigError,
+        match=r"tflite_text_int8 takes raw text .* none of tflite-runtime can run \(allowed: add a runtime that can: tensorflow-cpu 2\.15\.1\)",
     ):
         read_profile(write_profile(tmp_path, "no-text-runtime", text))

@@ -196,7 +196,9 @@ def test_a_model_that_needs_flex_ops_is_refused_for_runtimes_without_the_delegat
     source.write_text(FLEX_MODEL, encoding="utf-8")
     profile = TINY_PROFILE.replace("select_tf_ops = false", "select_tf_ops = true")
     # The Flex check reads the converted graph before anything compares outputs (these weights fit only in part).
-    refusal = r"trial.toml: needs Flex ops FlexCumprod, which tflite-runtime cannot run \(no Flex delegate; runtimes that can: tensorflow-cpu 2\.15\.1\)$"
+    refusal = (
+        r"trial.toml: needs Flex ops FlexCumprod, which tflite-runtime cannot run \(no Flex delegate; runtimes that can: tensorflow-cpu 2\.15\.1\)$"
+    )
     with pytest.raises(StageError, match=refusal):
         convert_for(tiny_artifacts, tmp_path, profile, "fp32", model_source=source)
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
