@@ -370,11 +370,10 @@ def render_mcnemar(test: dict | None) -> list[str]:
     ]
 
 
-def render_markdown(evaluation: dict, profile: TargetProfile, context: Context) -> str:
-    labels = evaluation["labels"]
-    artifacts = evaluation["artifacts"]
+def render_artifacts(evaluation: dict, data_headline: str) -> list[str]:
+    """The page's title and every artifact's figures on the test split, with the INT8 model's McNemar test."""
     reference = evaluation["reference"]
-    lines = [f"# edge-build report: target `{evaluation['target']}`", "", f"Data: {context.data_report['headline']} (`data/report.md`).", ""]
+    lines = [f"# edge-build report: target `{evaluation['target']}`", "", f"Data: {data_headline} (`data/report.md`).", ""]
     lines += [
         "## Artifacts on the test split",
         "",
@@ -383,7 +382,7 @@ def render_markdown(evaluation: dict, profile: TargetProfile, context: Context) 
         "",
     ]
     rows = []
-    for name, r in artifacts.items():
+    for name, r in evaluation["artifacts"].items():
         p = r["parity"]
         rows.append(
             [
@@ -398,76 +397,76 @@ def render_markdown(evaluation: dict, profile: TargetProfile, context: Context) 
             ]
         )
     lines += table(["artifact", "size", "accuracy", "95% interval", "macro F1", "top-1 agreement", "max abs Δlogit", "mean abs Δlogit"], rows)
-    lines += render_mcnemar(evaluation["int8_vs_float"])
-    lines += render_quality(context.quality)
-    if context.tflite_reports:
-        lines += ["", "## TF Lite conversion", ""]
-        rows = []
-        for name, rep in context.tflite_reports.items():
-            runtimes = ", ".join(f"{n} {r['version']}: {'ok' if r['ok'] else r['error']}" for n, r in rep["runtimes"].items())
-            rows.append(
-                [
-                    name,
-                    rep["converter"]["inference_output_type"],
-                    ", ".join(rep["converter"]["supported_ops"]),
-                    ", ".join(rep["flex_ops"]) or "none",
-                    ", ".join(rep["custom_ops"]) or "none",
-                    len(rep["float_activations"]),
-                    runtimes,
-                ]
-            )
-        lines += table(["artifact", "output type", "supported ops", "Flex ops", "custom ops", "float activations", "loads and runs on"], rows)
-        names = list(context.tflite_reports)
-        counts: dict[tuple, dict] = {}
-        for name, rep in context.tflite_reports.items():
-            for op in rep["operators"]:
-                counts.setdefault((op["op"], op["kind"]), {})[name] = f"{op['count']} (v{op['version']})"
-        lines += ["", "Operators (count, version):", ""]
-        lines += table(["operator", "kind", *names], [[op, kind, *(per.get(n, "") for n in names)] for (op, kind), per in sorted(counts.items())])
-        for name, rep in context.tflite_reports.items():
-            if rep["float_activations"]:
-                lines += ["", f"{name} tensors that stayed float: " + ", ".join(f"`{t}`" for t in rep["float_activations"])]
-            if "quantization_errors" in rep:
-                lines += [
-                    "",
-                    f"### {name}: per-layer quantization error (worst first)",
-                    "",
-                    "RMSE of each layer's INT8 output against float, also in quantization steps (0.29 is the rounding floor).",
-                    "",
-                ]
-                lines += table(
-                    ["op", "tensor", "scale", "RMSE", "RMSE / step", "max abs error"],
-                    [
-                        [
-                            e["op"],
-                            f"`{e['tensor']}`",
-                            f"{e['scale']:.4g}",
-                            f"{e['rmse']:.4g}",
-                            f"{e['rmse_in_steps']:.3f}",
-                            f"{e['max_abs_error']:.4g}",
-                        ]
-                        for e in rep["quantization_errors"][:10]
-                    ],
-                )
-        for name, rep in context.tflite_reports.items():
-            if ARTIFACTS[name].inputs == "text":
-                lines += render_raw_text_model(name, rep, profile)
-    if context.xla_checks:
-        lines += render_xla_checks(context.xla_checks)
-    if context.runtime_checks:
-        lines += render_runtime_checks(context.runtime_checks, profile)
-    calibration = context.calibration
-    if calibration:
-        drawn = ", ".join(f"{k} {v}" for k, v in calibration["drawn"]["per_class"].items()) or "none"
-        lines += [
-            "",
-            "## Calibration",
-            "",
-            f"{calibration['samples']} samples from `{calibration['config']}`: drawn from the {calibration['drawn']['split']} split ({drawn}); "
-            f"{calibration['field_samples']['count']} field samples; ids sha256 `{calibration['ids_sha256'][:16]}…`.",
-        ]
-    data_summary = context.data_summary
-    lines += [
+    return lines + render_mcnemar(evaluation["int8_vs_float"])
+
+
+def render_conversion(tflite_reports: dict, profile: TargetProfile) -> list[str]:
+    """Each TF Lite artifact's conversion: settings, ops, where it loads, what stayed float, and its quantization error."""
+    lines = ["", "## TF Lite conversion", ""]
+    rows = []
+    for name, rep in tflite_reports.items():
+        runtimes = ", ".join(f"{n} {r['version']}: {'ok' if r['ok'] else r['error']}" for n, r in rep["runtimes"].items())
+        rows.append(
+            [
+                name,
+                rep["converter"]["inference_output_type"],
+                ", ".join(rep["converter"]["supported_ops"]),
+                ", ".join(rep["flex_ops"]) or "none",
+                ", ".join(rep["custom_ops"]) or "none",
+                len(rep["float_activations"]),
+                runtimes,
+            ]
+        )
+    lines += table(["artifact", "output type", "supported ops", "Flex ops", "custom ops", "float activations", "loads and runs on"], rows)
+    names = list(tflite_reports)
+    counts: dict[tuple, dict] = {}
+    for name, rep in tflite_reports.items():
+        for op in rep["operators"]:
+            counts.setdefault((op["op"], op["kind"]), {})[name] = f"{op['count']} (v{op['version']})"
+    lines += ["", "Operators (count, version):", ""]
+    lines += table(["operator", "kind", *names], [[op, kind, *(per.get(n, "") for n in names)] for (op, kind), per in sorted(counts.items())])
+    for name, rep in tflite_reports.items():
+        if rep["float_activations"]:
+            lines += ["", f"{name} tensors that stayed float: " + ", ".join(f"`{t}`" for t in rep["float_activations"])]
+        if "quantization_errors" in rep:
+            lines += render_quantization_errors(name, rep["quantization_errors"])
+    for name, rep in tflite_reports.items():
+        if ARTIFACTS[name].inputs == "text":
+            lines += render_raw_text_model(name, rep, profile)
+    return lines
+
+
+def render_quantization_errors(name: str, errors: list[dict]) -> list[str]:
+    """The ten layers whose INT8 output strays furthest from float."""
+    lines = [
+        "",
+        f"### {name}: per-layer quantization error (worst first)",
+        "",
+        "RMSE of each layer's INT8 output against float, also in quantization steps (0.29 is the rounding floor).",
+        "",
+    ]
+    return lines + table(
+        ["op", "tensor", "scale", "RMSE", "RMSE / step", "max abs error"],
+        [
+            [e["op"], f"`{e['tensor']}`", f"{e['scale']:.4g}", f"{e['rmse']:.4g}", f"{e['rmse_in_steps']:.3f}", f"{e['max_abs_error']:.4g}"]
+            for e in errors[:10]
+        ],
+    )
+
+
+def render_calibration(calibration: dict) -> list[str]:
+    drawn = ", ".join(f"{k} {v}" for k, v in calibration["drawn"]["per_class"].items()) or "none"
+    return [
+        "",
+        "## Calibration",
+        "",
+        f"{calibration['samples']} samples from `{calibration['config']}`: drawn from the {calibration['drawn']['split']} split ({drawn}); "
+        f"{calibration['field_samples']['count']} field samples; ids sha256 `{calibration['ids_sha256'][:16]}…`.",
+    ]
+
+
+def render_data(data_summary: dict, labels: list[str]) -> list[str]:
+    lines = [
         "",
         "## Data",
         "",
@@ -479,22 +478,29 @@ def render_markdown(evaluation: dict, profile: TargetProfile, context: Context) 
         ["split", *labels, "total"],
         [[split, *(counts[label] for label in labels), sum(counts.values())] for split, counts in data_summary["counts"].items()],
     )
-    lines += [f"\n- warning: {w}" for w in data_summary.get("warnings", [])]
-    train_log = context.train_log
+    return lines + [f"\n- warning: {w}" for w in data_summary.get("warnings", [])]
+
+
+def render_training(train_log: dict) -> list[str]:
     epochs = train_log["epochs"]
     stopped = (
         f", stopped early after {train_log['hyperparameters']['training']['patience']} epochs without a better one"
         if train_log["stopped_early"]
         else ""
     )
-    lines += [
+    return [
         "",
         "## Training",
         "",
         f"{len(epochs)} epochs{stopped}, best validation epoch {train_log['best_epoch']} (val accuracy {train_log['best_val_accuracy']:.4f}, "
         f"val loss {train_log['best_val_loss']:.4f}); median {statistics.median([e['examples_per_second'] for e in epochs]):.0f} examples/s.",
     ]
-    for name, r in artifacts.items():
+
+
+def render_per_class(evaluation: dict) -> list[str]:
+    """Each artifact's precision, recall and F1 per class, and its confusion matrix."""
+    labels, lines = evaluation["labels"], []
+    for name, r in evaluation["artifacts"].items():
         lines += ["", f"## {name}: per class", ""]
         lines += table(
             ["class", "precision", "recall", "F1", "support"],
@@ -502,6 +508,21 @@ def render_markdown(evaluation: dict, profile: TargetProfile, context: Context) 
         )
         lines += ["", "Confusion matrix (rows: true, columns: predicted):", ""]
         lines += table(["", *labels], [[f"**{label}**", *row] for label, row in zip(labels, r["confusion_matrix"])])
+    return lines
+
+
+def render_markdown(evaluation: dict, profile: TargetProfile, context: Context) -> str:
+    """The page: one renderer per section, each from its records; a section whose record the target lacks is left out."""
+    lines = render_artifacts(evaluation, context.data_report["headline"]) + render_quality(context.quality)
+    if context.tflite_reports:
+        lines += render_conversion(context.tflite_reports, profile)
+    if context.xla_checks:
+        lines += render_xla_checks(context.xla_checks)
+    if context.runtime_checks:
+        lines += render_runtime_checks(context.runtime_checks, profile)
+    if context.calibration:
+        lines += render_calibration(context.calibration)
+    lines += render_data(context.data_summary, evaluation["labels"]) + render_training(context.train_log) + render_per_class(evaluation)
     return "\n".join(lines) + "\n"
 
 
