@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from edge_build.check_records import CheckTable
+from edge_build.typed_records import CheckTable
 
 
 def plot_latency(series: list[tuple[str, list[float]]], path: Path, title: str = "Device runtime latency per invoke") -> None:

@@ -12,8 +12,8 @@ import sys
 
 from conftest import REPO
 
-from edge_build.check_records import RuntimeChecks
 from edge_build.stages import board_report
+from edge_build.typed_records import RuntimeChecks
 
 RECORDS = REPO / "tests" / "testdata" / "board_report"
 

@@ -14,6 +14,7 @@ from edge_build.layout import Target
 from edge_build.metrics import classification_metrics
 from edge_build.runtime_envs import describe, read_environment
 from edge_build.stages import report
+from edge_build.typed_records import Evaluation
 
 
 def test_metrics_on_hand_made_predictions():
@@ -98,7 +99,7 @@ def test_the_report_evaluates_every_artifact_against_the_reference(tiny_artifact
     assert paired["a_only"] - paired["b_only"] == artifacts["tflite_int8"]["correct"] - artifacts["tflite_fp32"]["correct"]
     assert f"INT8 against tflite_fp32 (exact McNemar test on the test split): {paired['a_only']} examples only tflite_int8 gets right" in markdown
     assert markdown.startswith("# edge-build report: target `tiny`\n\nData: ") and "duplicate groups, each kept in one split" in markdown
-    headline = report.headline(evaluation, target / "report.md")
+    headline = report.headline(Evaluation.read(Target(target, "tiny").evaluation), target / "report.md")
     assert f"accuracy {artifacts['tflite_int8']['accuracy']:.4f}" in headline
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from conftest import REPO
 
-from edge_build.check_records import RuntimeChecks
 from edge_build.config.profile import read_profile
 from edge_build.stages import report
+from edge_build.typed_records import Evaluation, RuntimeChecks
 
 RECORDS = REPO / "tests" / "testdata" / "report_host"
 
@@ -38,7 +38,7 @@ def rendered_page() -> tuple[str, str]:
         xla_checks=None,
         calibration=record("calibration_summary"),
     )
-    evaluation = record("eval")
+    evaluation = Evaluation.read(RECORDS / "eval.json")
     return report.render_markdown(evaluation, profile, context), report.headline(evaluation, Path("build/host/report.md")) + "\n"
 
 

@@ -37,7 +37,6 @@ from edge_build.atomic import atomic_outputs
 from edge_build.board.agent import MANIFEST
 from edge_build.board.parity import load_golden
 from edge_build.board.runtime import INTERPRETER_MODULES
-from edge_build.check_records import CheckTable
 from edge_build.config.boards import Board, parse_board
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
@@ -48,6 +47,7 @@ from edge_build.records import read_json
 from edge_build.ssh import CONNECT_TIMEOUT_S, BoardFault, Connection
 from edge_build.stage_files import add_files
 from edge_build.stats import bootstrap_interval, samples_to_decide, wilson_interval
+from edge_build.typed_records import CheckTable
 
 CONFIDENCE = 0.95
 #: Seconds an upload may take per megabyte (a slow Wi-Fi board), on top of the connection.

@@ -16,13 +16,13 @@ import sys
 from edge_build import cli
 from edge_build.artifacts import ARTIFACTS
 from edge_build.atomic import atomic_output
-from edge_build.check_records import CheckTable, RuntimeChecks
 from edge_build.config.boards import parse_board
 from edge_build.config.profile import read_profile
 from edge_build.layout import Target
 from edge_build.markdown import table
 from edge_build.records import read_json
 from edge_build.stage_files import add_files
+from edge_build.typed_records import CheckTable, RuntimeChecks
 
 INTRODUCTION = """Each board ran the bundle's `bench.py --parity` on every model and runtime it has, over ssh
 ({golden} golden examples; batch {batch}, {threads} thread(s), {warmup} warm-up and {runs} timed invokes per model: the

@@ -38,7 +38,6 @@ from edge_build.atomic import atomic_outputs
 from edge_build.board import launch
 from edge_build.board.runtime import RUNTIMES
 from edge_build.board.wordpiece import WordPiece
-from edge_build.check_records import RuntimeChecks
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
 from edge_build.layout import LAUNCHERS, Target, board_sources
@@ -47,6 +46,7 @@ from edge_build.records import read_json, read_rows
 from edge_build.stacks import not_installable
 from edge_build.stage_files import add_files
 from edge_build.tfrecord import read_split
+from edge_build.typed_records import RuntimeChecks
 
 #: How to read the board scripts' output: the end of every bundle's README.
 USAGE = """`bench.py` prints load time, first invoke, p50/p90/p99 per invoke, examples/s and

@@ -29,6 +29,7 @@ from edge_build.provenance import build_timestamp, git_revision, package_version
 from edge_build.records import read_json
 from edge_build.stacks import not_installable
 from edge_build.stage_files import add_files
+from edge_build.typed_records import Evaluation
 
 
 def file_record(path: Path) -> dict:
@@ -65,7 +66,7 @@ def converter_settings(target: Target, profile: TargetProfile) -> dict:
 
 
 def machine_independent_metrics(target: Target, profile: TargetProfile) -> dict:
-    evaluation = read_json(target.evaluation)["artifacts"]
+    evaluation = Evaluation.read(target.evaluation).artifacts
     runtime_parity = read_json(target.runtime_parity) if profile.runtime_artifacts else {}
     metrics = {}
     for name in profile.artifacts:

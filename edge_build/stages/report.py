@@ -20,7 +20,6 @@ from pathlib import Path
 from edge_build import cli, saved_model, xla
 from edge_build.artifacts import ARTIFACTS
 from edge_build.atomic import atomic_output
-from edge_build.check_records import RuntimeChecks
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
 from edge_build.layout import Target
@@ -28,6 +27,7 @@ from edge_build.markdown import table
 from edge_build.records import read_json
 from edge_build.runtime_envs import describe
 from edge_build.stage_files import add_files
+from edge_build.typed_records import Evaluation, RuntimeChecks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -370,10 +370,10 @@ def render_mcnemar(test: dict | None) -> list[str]:
     ]
 
 
-def render_artifacts(evaluation: dict, data_headline: str) -> list[str]:
+def render_artifacts(evaluation: Evaluation, data_headline: str) -> list[str]:
     """The page's title and every artifact's figures on the test split, with the INT8 model's McNemar test."""
-    reference = evaluation["reference"]
-    lines = [f"# edge-build report: target `{evaluation['target']}`", "", f"Data: {data_headline} (`data/report.md`).", ""]
+    reference = evaluation.reference
+    lines = [f"# edge-build report: target `{evaluation.target}`", "", f"Data: {data_headline} (`data/report.md`).", ""]
     lines += [
         "## Artifacts on the test split",
         "",
@@ -382,7 +382,7 @@ def render_artifacts(evaluation: dict, data_headline: str) -> list[str]:
         "",
     ]
     rows = []
-    for name, r in evaluation["artifacts"].items():
+    for name, r in evaluation.artifacts.items():
         p = r["parity"]
         rows.append(
             [
@@ -397,7 +397,7 @@ def render_artifacts(evaluation: dict, data_headline: str) -> list[str]:
             ]
         )
     lines += table(["artifact", "size", "accuracy", "95% interval", "macro F1", "top-1 agreement", "max abs Δlogit", "mean abs Δlogit"], rows)
-    return lines + render_mcnemar(evaluation["int8_vs_float"])
+    return lines + render_mcnemar(evaluation.int8_vs_float)
 
 
 def render_conversion(tflite_reports: dict, profile: TargetProfile) -> list[str]:
@@ -497,10 +497,10 @@ def render_training(train_log: dict) -> list[str]:
     ]
 
 
-def render_per_class(evaluation: dict) -> list[str]:
+def render_per_class(evaluation: Evaluation) -> list[str]:
     """Each artifact's precision, recall and F1 per class, and its confusion matrix."""
-    labels, lines = evaluation["labels"], []
-    for name, r in evaluation["artifacts"].items():
+    labels, lines = evaluation.labels, []
+    for name, r in evaluation.artifacts.items():
         lines += ["", f"## {name}: per class", ""]
         lines += table(
             ["class", "precision", "recall", "F1", "support"],
@@ -511,7 +511,7 @@ def render_per_class(evaluation: dict) -> list[str]:
     return lines
 
 
-def render_markdown(evaluation: dict, profile: TargetProfile, context: Context) -> str:
+def render_markdown(evaluation: Evaluation, profile: TargetProfile, context: Context) -> str:
     """The page: one renderer per section, each from its records; a section whose record the target lacks is left out."""
     lines = render_artifacts(evaluation, context.data_report["headline"]) + render_quality(context.quality)
     if context.tflite_reports:
@@ -522,27 +522,27 @@ def render_markdown(evaluation: dict, profile: TargetProfile, context: Context) 
         lines += render_runtime_checks(context.runtime_checks, profile)
     if context.calibration:
         lines += render_calibration(context.calibration)
-    lines += render_data(context.data_summary, evaluation["labels"]) + render_training(context.train_log) + render_per_class(evaluation)
+    lines += render_data(context.data_summary, evaluation.labels) + render_training(context.train_log) + render_per_class(evaluation)
     return "\n".join(lines) + "\n"
 
 
-def build_report(profile: TargetProfile, inputs: ReportInputs, target: Target) -> dict:
+def build_report(profile: TargetProfile, inputs: ReportInputs, target: Target) -> Evaluation:
     if ("saved_model_xla" in profile.artifacts) != (inputs.xla_checks is not None):
         raise StageError(f"{profile.source}: the XLA checks' record is given exactly when the profile lists saved_model_xla")
-    evaluation = read_json(inputs.evaluation)
+    evaluation = Evaluation.read(inputs.evaluation)
     context = Context.read(profile, inputs, target)
     with atomic_output(target.report) as temporary:
         temporary.write_text(render_markdown(evaluation, profile, context), encoding="utf-8")
     return evaluation
 
 
-def headline(evaluation: dict, report_path: Path) -> str:
-    reference = evaluation["reference"]
+def headline(evaluation: Evaluation, report_path: Path) -> str:
+    reference = evaluation.reference
     lines = [
-        f"== {evaluation['target']}: test split, {reference['examples']} examples, {len(evaluation['labels'])} classes ==",
+        f"== {evaluation.target}: test split, {reference['examples']} examples, {len(evaluation.labels)} classes ==",
         f"   {'reference (CPU SavedModel)':<28} accuracy {reference['accuracy']:.4f} (95% interval {interval(reference)})  macro F1 {reference['macro_f1']:.4f}",
     ]
-    for name, r in evaluation["artifacts"].items():
+    for name, r in evaluation.artifacts.items():
         lines.append(
             f"   {name:<28} accuracy {r['accuracy']:.4f}  macro F1 {r['macro_f1']:.4f}  top-1 agreement {r['parity']['top1_agreement']:.4f}"
             f"  max |Δlogit| {r['parity']['max_abs_logit_error']:.2g}  {r['size_bytes'] / 1e6:.2f} MB"

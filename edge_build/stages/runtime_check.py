@@ -38,7 +38,6 @@ from edge_build.artifacts import ARTIFACTS
 from edge_build.atomic import atomic_outputs
 from edge_build.board import EXIT_RUNTIME_MISSING
 from edge_build.board.parity import pack_texts
-from edge_build.check_records import CheckTable
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
 from edge_build.isolated import run_isolated
@@ -49,6 +48,7 @@ from edge_build.runtime_envs import describe, launcher, read_environment, unavai
 from edge_build.stage_files import add_files
 from edge_build.tflite_host import conversion_mismatch
 from edge_build.tfrecord import read_split
+from edge_build.typed_records import CheckTable
 
 
 @dataclasses.dataclass(frozen=True)

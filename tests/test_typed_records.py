@@ -1,4 +1,4 @@
-"""The runtime checks' record has one reader: it refuses what is not such a record in one line, and walks the table in order."""
+"""Each shared record has one reader: it refuses what is not such a record in one line, and the checks' table walks in order."""
 
 import json
 import re
@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from edge_build.check_records import CheckTable, RuntimeChecks
 from edge_build.errors import StageError
+from edge_build.typed_records import CheckTable, Evaluation, RuntimeChecks
 
-HOST_CHECKS = REPO / "tests" / "testdata" / "report_host" / "runtime_checks.json"
+HOST_RECORDS = REPO / "tests" / "testdata" / "report_host"
+HOST_CHECKS = HOST_RECORDS / "runtime_checks.json"
 
 
 def test_a_host_builds_record_reads_and_walks_in_the_order_the_checks_ran():
@@ -38,3 +39,11 @@ def test_what_is_not_a_runtime_checks_record_is_refused_in_one_line(tmp_path: Pa
     assert "\n" not in str(raised.value)
     with pytest.raises(StageError, match=re.escape(f"{tmp_path / 'nope.json'}: not found")):
         RuntimeChecks.read(tmp_path / "nope.json")
+
+
+def test_a_host_builds_evaluation_reads_with_every_artifact():
+    evaluation = Evaluation.read(HOST_RECORDS / "eval.json")
+    assert evaluation.target == "host" and list(evaluation.artifacts) == ["saved_model_cpu", "tflite_fp32", "tflite_fp16", "tflite_int8"]
+    assert evaluation.int8_vs_float["a"] == "tflite_int8" and len(evaluation.labels) == 5
+    with pytest.raises(StageError, match=re.escape(f"{HOST_CHECKS}: not an evaluation record (KeyError: 'labels')")):
+        Evaluation.read(HOST_CHECKS)

@@ -1,11 +1,13 @@
-"""The runtime checks' records, read and walked in one place.
+"""Records that more than one stage reads, each with one reader.
 
-``runtime_checks.json`` (the runtime_check stage) and a board's ``result.json``
-(the board_check stage) hold the same table under ``checks``: per artifact, per
-runtime, one outcome whose ``status`` is "ok" or says why it did not run. The
-report, the bundle, the board report and the stages that write them walk it
-through ``CheckTable``; ``RuntimeChecks.read`` is the one reader of
-``runtime_checks.json``. Standard library only.
+- ``eval.json`` (the evaluate stage): ``Evaluation``, read by the report and the manifest.
+- ``runtime_checks.json`` (the runtime_check stage): ``RuntimeChecks``, read by the report,
+  the bundle and the board report. Its ``checks`` table, per artifact and per runtime one
+  outcome whose ``status`` is "ok" or says why it did not run, is the same in a board's
+  ``result.json`` (the board_check stage): ``CheckTable`` walks both.
+
+A reader refuses a file that is not such a record in one line that names it.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -14,9 +16,37 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from edge_build.errors import StageError
+
+Record = TypeVar("Record")
+
+
+def read_record(kind: type[Record], path: Path, what: str, stage: str) -> Record:
+    """``kind`` built from the JSON object at ``path``, one field per top-level key (other keys are left alone)."""
+    try:
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
+        return kind(**{field.name: record[field.name] for field in dataclasses.fields(kind)})
+    except FileNotFoundError:
+        raise StageError(f"{path}: not found (run the {stage} stage first: scons)") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise StageError(f"{path}: not {what} ({type(exc).__name__}: {exc}); run scons again") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """``eval.json``: the reference's and every artifact's figures on the test split, and the INT8 model's McNemar test."""
+
+    target: str
+    labels: list[str]
+    reference: Mapping[str, Any]
+    artifacts: Mapping[str, Mapping[str, Any]]
+    int8_vs_float: Mapping[str, Any] | None
+
+    @classmethod
+    def read(cls, path: Path) -> Evaluation:
+        return read_record(cls, path, "an evaluation record", "evaluate")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,13 +96,7 @@ class RuntimeChecks(CheckTable):
 
     @classmethod
     def read(cls, path: Path) -> RuntimeChecks:
-        try:
-            record = json.loads(Path(path).read_text(encoding="utf-8"))
-            return cls(record["checks"], record["target"], record["environment"], record["stack"], record["golden_examples"], record["settings"])
-        except FileNotFoundError:
-            raise StageError(f"{path}: not found (run the runtime checks first: scons check)") from None
-        except (ValueError, KeyError, TypeError) as exc:
-            raise StageError(f"{path}: not a runtime checks record ({type(exc).__name__}: {exc}); run scons again") from None
+        return read_record(cls, path, "a runtime checks record", "runtime_check")
 
     def installed(self, runtime: str) -> Mapping[str, Any]:
         """The runtime as the environment the checks ran in has it: version, whether it is required and checkable, disk size."""
