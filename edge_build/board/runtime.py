@@ -111,8 +111,7 @@ class RuntimeMissing(Exception):
 
 
 def interpreter_module(runtime: str):
-    # The facts of the version installed here, where the table has them.
-    row = RUNTIMES.get(runtime, {}).get(runtime_version(runtime) or "")
+    row = installed_row(runtime)
     if row is not None and row.numpy_below is not None:
         import numpy
 
@@ -127,6 +126,15 @@ def interpreter_module(runtime: str):
         raise RuntimeMissing(f"{runtime} is installed for {sys.executable} but does not import: {exc}") from exc
     except ImportError as exc:  # a shared library its extension needs (libstdc++) is missing
         raise RuntimeMissing(f"{runtime} is installed for {sys.executable} but does not import: {exc}") from exc
+
+
+def installed_row(runtime: str) -> Runtime | None:
+    """The table's row for the version of ``runtime`` installed here; a board may hold a version the build did not
+    check, and then the row of the version the build checks by default is the best knowledge there is."""
+    versions = RUNTIMES.get(runtime)
+    if versions is None:
+        return None
+    return versions.get(runtime_version(runtime) or "", versions[DEFAULT_VERSIONS[runtime]])
 
 
 def runtime_version(runtime: str) -> str | None:
@@ -188,7 +196,7 @@ def make_interpreter(runtime: str, model_path: str, threads: int | None = None):
     """``runtime``'s ``Interpreter`` for ``model_path`` (not yet allocated), with tensorflow-text's kernels where the runtime has them."""
     check_model_file(model_path)
     module = interpreter_module(runtime)
-    row = RUNTIMES.get(runtime)
+    row = installed_row(runtime)
     if row is not None and row.text_ops:
         module_name, attributes = row.text_ops.split(":")
         try:
