@@ -65,7 +65,7 @@ class Artifact:
 
 
 #: What every TF Lite artifact reads: the Flex fallback of its conversion, and where and how it is checked.
-TFLITE_SETTINGS = ("quantization.select_tf_ops", "stack", "runtimes", "checks")
+TFLITE_SETTINGS = ("quantization.select_tf_ops", "stack", "runtimes", "checks", "deploy")
 
 
 ARTIFACTS: Mapping[str, Artifact] = types.MappingProxyType(

@@ -22,7 +22,7 @@ Standard library only: ``SConstruct`` imports this to parse the graph.
       runtime-envs/apt/  the private apt configuration and the packages it fetched
       <target>/     the profile's artifacts (ARTIFACTS rows)           export, tflite
                     tflite_<p>.json, tflite_<p>.test_logits.npy        tflite      <- as the artifact, plus the test ids
-                    golden.npz, runtime_checks.json, runtime_parity.json, latency.png
+                    golden.npz, runtime_checks.json, runtime_parity.json, recommended.json, latency.png
                                                                        runtime_check <- artifacts, reference logits, test ids, profile
                     xla_checks.json                                    xla_check   <- both SavedModels, test split, profile
                     eval.json, report.md                               report      <- everything above for the target
@@ -143,8 +143,24 @@ class Target:
         return self.dir / "latency.png"
 
     @property
+    def recommended(self) -> Path:
+        """The model to deploy on each runtime, from the runtime checks (``edge_build.recommend``): what the manifest records."""
+        return self.dir / "recommended.json"
+
+    @property
+    def runtime_check_files(self) -> dict[str, Path]:
+        """What the runtime_check stage writes, by name."""
+        return {
+            "golden": self.golden,
+            "checks": self.runtime_checks,
+            "parity": self.runtime_parity,
+            "recommended": self.recommended,
+            "latency_plot": self.latency_plot,
+        }
+
+    @property
     def runtime_check_outputs(self) -> list[Path]:
-        return [self.golden, self.runtime_checks, self.runtime_parity, self.latency_plot]
+        return list(self.runtime_check_files.values())
 
     @property
     def xla_checks(self) -> Path:

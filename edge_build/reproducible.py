@@ -21,6 +21,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 from edge_build import cli
@@ -29,6 +30,9 @@ from edge_build.errors import StageError
 
 #: JSON keys holding a measurement of this run (time, rate, memory), not a result of the inputs.
 MEASURED_KEY = re.compile(r"(_us|_ms|_mb|seconds|_per_second)$")
+#: JSON sections decided by this run's timings (edge_build.recommend): the model recommended for each runtime, and the
+#: bundle's default model per runtime that follows it.
+MEASURED_SECTIONS = ("recommended", "default_models")
 #: identical: the same bytes; located: JSON that differs only where it names its build directory;
 #: measured: differs only in measured figures; the other two fail the check.
 STATUSES = ("identical", "located", "measured", "differs", "only in one build")
@@ -55,7 +59,7 @@ def last_key(key_path: str) -> str:
 
 
 def is_measured(key_path: str) -> bool:
-    return bool(MEASURED_KEY.search(last_key(key_path)))
+    return bool(MEASURED_KEY.search(last_key(key_path))) or key_path.split(".")[0] in MEASURED_SECTIONS
 
 
 def first_difference(first: bytes, second: bytes) -> str:
@@ -82,19 +86,44 @@ def compare_file(first: Path, second: Path, roots: tuple[Path, Path]) -> dict:
     if first.name in MEASURED_FILES:
         return {"status": "measured", "where": "rendered from this run's timings"}
     if first.suffix == ".json":
-        try:
-            records = [json.loads(content.decode("utf-8")) for content in (first_bytes, second_bytes)]
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            return {"status": "differs", "where": "not JSON"}
-        located = [relocated(record, root) for record, root in zip(records, roots)]
-        differences = json_differences(*located)
-        unexplained = [d for d in differences if not is_measured(d)]
-        if unexplained:
-            return {"status": "differs", "where": ", ".join(unexplained)}
-        if differences:
-            return {"status": "measured", "where": ", ".join(sorted({last_key(d) for d in differences}))}
-        return {"status": "located", "where": "paths that name the build directory"}
+        return compare_json(first_bytes, second_bytes, roots)
+    if first.name.endswith(".tar.gz"):
+        return compare_archive(first, second, roots)
     return {"status": "differs", "where": first_difference(first_bytes, second_bytes)}
+
+
+def compare_json(first_bytes: bytes, second_bytes: bytes, roots: tuple[Path, Path]) -> dict:
+    try:
+        records = [json.loads(content.decode("utf-8")) for content in (first_bytes, second_bytes)]
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return {"status": "differs", "where": "not JSON"}
+    located = [relocated(record, root) for record, root in zip(records, roots)]
+    differences = json_differences(*located)
+    unexplained = [d for d in differences if not is_measured(d)]
+    if unexplained:
+        return {"status": "differs", "where": ", ".join(unexplained)}
+    if differences:
+        return {"status": "measured", "where": ", ".join(sorted({last_key(d) for d in differences}))}
+    return {"status": "located", "where": "paths that name the build directory"}
+
+
+def compare_archive(first: Path, second: Path, roots: tuple[Path, Path]) -> dict:
+    """Two tarballs member by member: a bundle whose manifest differs only in measured figures is measured too."""
+    members = []
+    for path in (first, second):
+        with tarfile.open(path) as archive:
+            members.append({m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()})
+    if set(members[0]) != set(members[1]):
+        return {"status": "differs", "where": "members " + ", ".join(sorted(set(members[0]) ^ set(members[1])))}
+    statuses = {}
+    for name in sorted(members[0]):
+        a, b = members[0][name], members[1][name]
+        if a != b:
+            statuses[name] = compare_json(a, b, roots) if name.endswith(".json") else {"status": "differs"}
+    failing = [name for name, r in statuses.items() if r["status"] not in REPRODUCED]
+    if failing or not statuses:
+        return {"status": "differs", "where": "members " + ", ".join(failing) if failing else "archive headers"}
+    return {"status": "measured", "where": "; ".join(f"{name}: {r.get('where', '')}" for name, r in statuses.items())}
 
 
 def compare_trees(first: Path, second: Path) -> dict[str, dict]:

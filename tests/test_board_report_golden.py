@@ -12,15 +12,19 @@ import sys
 
 from conftest import REPO
 
+from edge_build import recommend
+from edge_build.config.profile import read_profile
 from edge_build.stages import board_report
-from edge_build.typed_records import RuntimeChecks
+from edge_build.typed_records import Evaluation, RuntimeChecks
 
 RECORDS = REPO / "tests" / "testdata" / "board_report"
 
 
 def rendered_page() -> str:
     result = json.loads((RECORDS / "result.json").read_text(encoding="utf-8"))
-    return board_report.board_report([result], RuntimeChecks.read(RECORDS / "runtime_checks.json"), "tiny")
+    sizes = recommend.sizes_of(Evaluation.read(RECORDS / "eval.json"))
+    profile = read_profile(RECORDS / "tiny.toml")
+    return board_report.board_report([result], RuntimeChecks.read(RECORDS / "runtime_checks.json"), sizes, profile)
 
 
 def test_the_board_report_matches_the_golden_file(golden):

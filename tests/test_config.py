@@ -1,13 +1,12 @@
 from pathlib import Path
 
 import pytest
+from conftest import REPO, write_profile
 
 from edge_build.config.calibration import load_calibration
 from edge_build.config.hparams import Hyperparameters, load_hyperparameters
-from edge_build.config.profile import load_profile, profile_names
+from edge_build.config.profile import load_profile, profile_names, read_profile
 from edge_build.errors import ConfigError
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def write(path: Path, text: str) -> Path:
@@ -56,7 +55,7 @@ TFLITE = 'description = "x"\narch = "x86_64"\nartifacts = ["tflite_int8"]\n[[run
     [
         (
             BASE + 'colour = "red"\n',
-            "unknown key 'colour' (allowed: description, arch, artifacts, quantization, stack, runtimes, tolerances, latency, checks, xla)",
+            "unknown key 'colour' (allowed: description, arch, artifacts, quantization, stack, runtimes, tolerances, latency, checks, deploy, xla)",
         ),
         (BASE.replace("x86_64", "riscv"), "key 'arch' is 'riscv' (allowed: x86_64, aarch64)"),
         (
@@ -86,7 +85,7 @@ TFLITE = 'description = "x"\narch = "x86_64"\nartifacts = ["tflite_int8"]\n[[run
         # The runtime checks' table was [device] before it was [checks]: the old name is refused, not ignored.
         (
             TFLITE + "[device]\nruns = 5\n",
-            "unknown key 'device' (allowed: description, arch, artifacts, quantization, stack, runtimes, tolerances, latency, checks, xla)",
+            "unknown key 'device' (allowed: description, arch, artifacts, quantization, stack, runtimes, tolerances, latency, checks, deploy, xla)",
         ),
         ('source = "elsewhere.toml"\n' + BASE, "key 'source' is not allowed here"),
         (TFLITE + "[tolerances]\nfp16_max_abs_logit = 0\n", "key 'tolerances.fp16_max_abs_logit': must be greater than 0"),
@@ -216,3 +215,13 @@ def test_command_line_overrides_are_validated_too():
 def test_a_missing_file_is_named(tmp_path: Path):
     with pytest.raises(ConfigError, match="nope.toml: file not found"):
         load_hyperparameters(tmp_path / "nope.toml")
+
+
+def test_a_deploy_budget_is_a_positive_number_and_needs_a_model_on_runtimes(tmp_path: Path):
+    host = (REPO / "targets" / "host.toml").read_text(encoding="utf-8")
+    assert read_profile(write_profile(tmp_path, "budget", host + "\n[deploy]\nmax_model_mb = 3\n")).deploy.max_bytes == 3_000_000
+    with pytest.raises(ConfigError, match=r"budget\.toml: key 'deploy\.max_model_mb': must be greater than 0, not 0\.0"):
+        read_profile(write_profile(tmp_path, "budget", host + "\n[deploy]\nmax_model_mb = 0\n"))
+    gpu = (REPO / "targets" / "gpu.toml").read_text(encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"key 'deploy\.max_model_mb': read only by tflite_fp32, .*which artifacts does not list"):
+        read_profile(write_profile(tmp_path, "gpu-budget", gpu + "\n[deploy]\nmax_model_mb = 3\n"))

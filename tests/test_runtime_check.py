@@ -12,6 +12,7 @@ import pytest
 from conftest import TINY_PROFILE, environment_with, with_litert, write_profile
 
 from edge_build.board.parity import compare, load_golden
+from edge_build.board.runtime import RUNTIMES
 from edge_build.config.profile import load_profile
 from edge_build.errors import StageError
 from edge_build.layout import Target
@@ -311,3 +312,26 @@ def test_the_bundle_cli_verifies_and_extracts(tiny_artifacts, tmp_path: Path):
     assert result.returncode == 2 and "would be written outside" in result.stderr
     result = subprocess.run([sys.executable, "-m", "edge_build.board.launch", "verify", str(tmp_path)], capture_output=True, text=True)
     assert result.returncode == 2 and "manifest.json: cannot read the manifest" in result.stderr
+
+
+DELEGATED_NODES = """
+import json, sys
+from edge_build.board.runtime import make_interpreter
+interpreter = make_interpreter(sys.argv[1], sys.argv[2])
+interpreter.allocate_tensors()
+print(json.dumps(sum(op["op_name"] == "DELEGATE" for op in interpreter._get_ops_details())))
+"""
+
+
+def test_the_runtime_tables_quantized_xnnpack_fact_is_what_each_runtime_does_with_an_int8_model(tiny_artifacts, gateway_runtime_env):
+    # The default XNNPACK delegate replaces the nodes it takes with DELEGATE nodes: an INT8 model keeps none where it takes no
+    # quantized op. The gateway's environment holds tflite-runtime 2.14 (none) and tensorflow-cpu 2.15.1 (it takes them);
+    # ai-edge-litert 2.3 takes them too (TfLiteXNNPackDelegateOptionsDefault sets QS8|QU8), checked the same way by hand.
+    environment = read_environment(gateway_runtime_env)
+    python, variables = launcher(environment)
+    for runtime, entry in environment["runtimes"].items():
+        if not entry["checkable"]:
+            continue
+        command = [*python, "-c", DELEGATED_NODES, runtime, str(tiny_artifacts["tflite_int8"])]
+        delegated = json.loads(subprocess.run(command, env=variables, capture_output=True, text=True, check=True).stdout)
+        assert (delegated > 0) == RUNTIMES[runtime][entry["version"]].quantized_xnnpack, (runtime, delegated)

@@ -34,6 +34,11 @@ def artifact_of(manifest: dict, folder: str, model: str) -> str | None:
     return next((artifact for artifact, file in manifest["models"].items() if os.path.join(folder, file) == path), None)
 
 
+def default_model(manifest: dict, runtime: str) -> str:
+    """The model the scripts run on ``runtime`` unless given ``--model``: the build's choice for that runtime (``default_models``)."""
+    return manifest.get("default_models", {}).get(runtime, manifest["default_model"])
+
+
 def choose_runtime(manifest: dict, artifact: str | None, requested: str | None, model: str) -> str:
     """``requested``, or the runtime the board scripts run ``artifact`` on: the first the manifest names for it.
 
@@ -61,8 +66,11 @@ def bench_main(argv: list[str]) -> int:
     except BundleError as exc:
         return fail(exc, EXIT_USAGE)
     # No runtime default here: it depends on the model (the first runtime the manifest names for it).
-    parser = build_parser(manifest["default_model"], runtime=None, golden=os.path.join(folder, "golden.npz"))
+    parser = build_parser(in_bundle=True, runtime=None, golden=os.path.join(folder, "golden.npz"))
     args = parser.parse_args(argv)
+    if args.model is None:
+        args.runtime = args.runtime or manifest["default_runtime"]
+        args.model = default_model(manifest, args.runtime)
     args.model = os.path.join(folder, args.model)  # an absolute path stays as it is
     if args.parity and args.out is None:
         args.out = os.path.join(folder, "bench-result.json")
@@ -105,7 +113,7 @@ def classify_main(argv: list[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="classify.py", description="Classify raw text on the board.")
     parser.add_argument("texts", nargs="+", help="one or more texts (use - to read one per line from standard input)")
-    parser.add_argument("--model", help="a model of the bundle (default: the manifest's default_model)")
+    parser.add_argument("--model", help="a model of the bundle (default: the one the manifest names for the runtime)")
     parser.add_argument("--runtime", help="a runtime that runs the model (default: the first the manifest names for it)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per text")
     args = parser.parse_args(argv)
@@ -113,8 +121,11 @@ def classify_main(argv: list[str]) -> int:
     try:
         manifest = verify(folder)
         texts = [line.rstrip("\n") for line in sys.stdin if line.strip()] if args.texts == ["-"] else args.texts
-        path = os.path.join(folder, args.model or manifest["default_model"])
-        model = Model(choose_runtime(manifest, artifact_of(manifest, folder, path), args.runtime, path), path, 1, 1)
+        runtime = args.runtime
+        if args.model is None:
+            runtime = runtime or manifest["default_runtime"]
+        path = os.path.join(folder, args.model or default_model(manifest, runtime))
+        model = Model(choose_runtime(manifest, artifact_of(manifest, folder, path), runtime, path), path, 1, 1)
         encode = text_encoder(model, folder, manifest)
     except (BundleError, RuntimeMissing, RuntimeError, ValueError) as exc:
         return fail(exc, EXIT_USAGE)

@@ -28,6 +28,9 @@ class Runtime:
       has_flex_delegate: whether its wheels carry the Flex (SELECT_TF_OPS) delegate.
       per_channel_dense: whether it loads TF 2.21's per-channel dense layers
         (FULLY_CONNECTED v12; tflite-runtime 2.14 refuses them, and its aarch64 build crashes).
+      quantized_xnnpack: whether its default XNNPACK delegate takes quantized (int8) ops. Where it does not,
+        INT8 runs on TF Lite's own int8 kernels, and reductions on reference ones: slower than float32.
+        Checked by which nodes of an INT8 model the delegate takes (tests/test_runtime_env.py).
       min_qemu: the oldest qemu-user its aarch64 build runs under, where that matters.
       companions: pip requirements installed beside it without their dependencies
         (tensorflow-text's wheel asks for the full ``tensorflow``; ``tensorflow-cpu`` is the same code).
@@ -42,6 +45,7 @@ class Runtime:
     numpy_below: int | None
     has_flex_delegate: bool
     per_channel_dense: bool
+    quantized_xnnpack: bool
     min_qemu: tuple[int, int] | None = None
     companions: tuple[str, ...] = ()
     text_ops: str | None = None
@@ -58,6 +62,7 @@ RUNTIME_VERSIONS = (
         numpy_below=2,
         has_flex_delegate=False,
         per_channel_dense=False,
+        quantized_xnnpack=False,  # TfLiteXNNPackDelegateOptionsDefault gives flags 0 in its x86_64 and aarch64 wheels
     ),
     # Its successor: numpy 1.23 or later (numpy 2 included). Its aarch64 build crashes on every model under qemu 7.2 and runs under qemu 10.
     Runtime(
@@ -68,6 +73,7 @@ RUNTIME_VERSIONS = (
         numpy_below=None,
         has_flex_delegate=False,
         per_channel_dense=True,
+        quantized_xnnpack=True,  # QS8|QU8
         min_qemu=(8, 0),
     ),
     # Full TensorFlow's interpreter: its last release whose tf.lite.Interpreter carries the Flex delegate
@@ -81,6 +87,7 @@ RUNTIME_VERSIONS = (
         numpy_below=2,
         has_flex_delegate=True,
         per_channel_dense=False,
+        quantized_xnnpack=True,
         companions=("tensorflow-text==2.15.0", "tensorflow-hub==0.15.0"),
         text_ops="tensorflow_text:tflite_registrar.SELECT_TFTEXT_OPS",
     ),

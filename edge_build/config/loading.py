@@ -92,7 +92,8 @@ def _convert(hint: Any, value: Any, *, where: str, key: str) -> Any:
             raise ConfigError(f"{where}: key '{key}' must be a table")
         return value
     # bool is an int in Python: a TOML ``true`` must not pass as a count.
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+    takes_float = hint is float or (isinstance(hint, types.UnionType) and float in typing.get_args(hint))
+    if takes_float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if not isinstance(value, hint) or (hint is int and isinstance(value, bool)):
         raise ConfigError(f"{where}: key '{key}' must be {_type_name(hint)}, not {type(value).__name__} {value!r}")

@@ -115,6 +115,25 @@ class LatencyBudgets:
 
 
 @dataclasses.dataclass(frozen=True)
+class Deploy:
+    """What may be deployed: the model recommended for each runtime is chosen within this (``edge_build.recommend``).
+
+    Attributes:
+      max_model_mb: the largest model file, in MB (10^6 bytes), that may be recommended; none when unset.
+    """
+
+    max_model_mb: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_model_mb is not None and not self.max_model_mb > 0:
+            raise ValueError(f"key 'max_model_mb': must be greater than 0, not {self.max_model_mb}")
+
+    @property
+    def max_bytes(self) -> int | None:
+        return None if self.max_model_mb is None else int(self.max_model_mb * 1e6)
+
+
+@dataclasses.dataclass(frozen=True)
 class RuntimeChecks:
     """How the runtime checks exercise each TF Lite artifact in its runtime environments.
 
@@ -177,6 +196,7 @@ class TargetProfile:
       tolerances: parity limits against the reference CPU SavedModel.
       latency: p50 budgets the runtime checks enforce.
       checks: how the runtime checks run (golden set size, threads, batch, runs, timeout).
+      deploy: the budget a recommended model must fit (``[deploy] max_model_mb``).
       source: the file the profile was read from (set by edge-build).
       xla: warm-up batch sizes and timed calls of saved_model_xla.
     """
@@ -191,6 +211,7 @@ class TargetProfile:
     tolerances: Tolerances = dataclasses.field(default_factory=Tolerances)
     latency: LatencyBudgets = dataclasses.field(default_factory=LatencyBudgets)
     checks: RuntimeChecks = dataclasses.field(default_factory=RuntimeChecks)
+    deploy: Deploy = dataclasses.field(default_factory=Deploy)
     xla: XlaChecks = dataclasses.field(default_factory=XlaChecks)
     source: Path = Path()
 
@@ -274,7 +295,7 @@ def load_profile(targets_dir: Path | str, name: str) -> TargetProfile:
 
 
 #: Tables whose keys only some artifacts read: a key that none of the profile's artifacts reads is refused.
-ARTIFACT_SETTINGS = ("quantization", "tolerances", "latency", "xla", "stack", "runtimes", "checks")
+ARTIFACT_SETTINGS = ("quantization", "tolerances", "latency", "xla", "stack", "runtimes", "checks", "deploy")
 
 
 def read_profile(path: Path | str) -> TargetProfile:

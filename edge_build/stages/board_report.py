@@ -13,16 +13,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from edge_build import cli
+from edge_build import cli, recommend
 from edge_build.artifacts import ARTIFACTS
 from edge_build.atomic import atomic_output
 from edge_build.config.boards import parse_board
-from edge_build.config.profile import read_profile
+from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.layout import Target
 from edge_build.markdown import table
 from edge_build.records import read_json
 from edge_build.stage_files import add_files
-from edge_build.typed_records import CheckTable, RuntimeChecks
+from edge_build.typed_records import CheckTable, Evaluation, RuntimeChecks
 
 INTRODUCTION = """Each board ran the bundle's `bench.py --parity` on every model and runtime it has, over ssh
 ({golden} golden examples; batch {batch}, {threads} thread(s), {warmup} warm-up and {runs} timed invokes per model: the
@@ -73,7 +73,7 @@ def here(local: RuntimeChecks, artifact: str, runtime: str) -> str:
     return f"{r['latency']['p50_us']:.1f} µs ({'emulated ' if r['emulated'] else ''}{r['machine']})"
 
 
-def board_section(result: dict, local: RuntimeChecks) -> list[str]:
+def board_section(result: dict, local: RuntimeChecks, deploy: list[str]) -> list[str]:
     name = result["board"]["name"]
     lines = [f"## {result['board']['address']} (`{result['system']['hostname']}`)", "", *table(["", ""], system_rows(result)), ""]
     parity_rows, latency_rows, skipped = [], [], []
@@ -115,17 +115,25 @@ def board_section(result: dict, local: RuntimeChecks) -> list[str]:
     lines += table(["model", "runtime", "p50 (95% CI)", "p99", "peak RSS", "p50 here", "budget", "gate"], latency_rows)
     if skipped:
         lines += ["", "Not checked on this board (optional runtimes; they do not gate):", "", *skipped]
-    lines += ["", f"![latency per invoke on {result['system']['hostname']}]({name}/latency.png)", ""]
+    lines += ["", *deploy]
+    lines += [f"![latency per invoke on {result['system']['hostname']}]({name}/latency.png)", ""]
     return lines
 
 
-def board_report(results: list[dict], local: RuntimeChecks, target: str) -> str:
+def recommendation_lines(result: dict, sizes: dict[str, int], profile: TargetProfile) -> list[str]:
+    """What to deploy on this board, per runtime, from its own timings (``edge_build.recommend``)."""
+    chosen = recommend.for_target(CheckTable(result["checks"]), sizes, profile)
+    lines = [f"- {runtime}: {ARTIFACTS[c['artifact']].path}, {c['why']}" for runtime, c in chosen.items()]
+    return ["### What to deploy on this board", "", *lines, *([""] + recommend.xnnpack_notes(profile, chosen) if lines else []), ""]
+
+
+def board_report(results: list[dict], local: RuntimeChecks, sizes: dict[str, int], profile: TargetProfile) -> str:
     settings = results[0]["settings"]
-    lines = [f"# Boards: {target}", "", INTRODUCTION.format(golden=results[0]["golden_examples"], **settings)]
+    lines = [f"# Boards: {profile.name}", "", INTRODUCTION.format(golden=results[0]["golden_examples"], **settings)]
     where = local.stack
     lines += [f"*p50 here* is this build machine's runtime check of the same model and runtime, on {where}.", ""]
     for result in results:
-        lines += board_section(result, local)
+        lines += board_section(result, local, recommendation_lines(result, sizes, profile))
     return "\n".join(lines)
 
 
@@ -141,7 +149,8 @@ def drive(args: argparse.Namespace) -> None:
     target = Target(args.target_dir, profile.name)
     results = [read_json(target.board_outputs(parse_board(board).name)[0]) for board in args.board]
     with atomic_output(target.boards_report) as temporary:
-        temporary.write_text(board_report(results, RuntimeChecks.read(target.runtime_checks), profile.name), encoding="utf-8")
+        sizes = recommend.sizes_of(Evaluation.read(target.evaluation))
+        temporary.write_text(board_report(results, RuntimeChecks.read(target.runtime_checks), sizes, profile), encoding="utf-8")
     print(f"board report: {len(results)} board(s) -> {target.boards_report}")
 
 

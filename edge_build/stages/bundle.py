@@ -67,7 +67,9 @@ the system Python, so install into a virtual environment:
     python3 -m venv ~/edge-build && . ~/edge-build/bin/activate
     python -m pip install {install}
 {optional}
-Benchmark the default model ({default_model}) and re-check the golden set:
+Benchmark the model the build recommends for the runtime (`default_models` in
+manifest.json: the fastest that passed there; the target's report says why) and
+re-check the golden set, then any other model of the bundle:
 
     python3 bench.py --parity
     python3 bench.py model_fp32.tflite --threads 2 --runs 500
@@ -158,6 +160,18 @@ def default_artifact(profile: TargetProfile) -> str:
     return min(profile.runtime_artifacts, key=lambda name: (ARTIFACTS[name].inputs != "text", order.index(ARTIFACTS[name].precision)))
 
 
+def default_models(profile: TargetProfile, recommended: dict) -> dict[str, str]:
+    """Per runtime, the model ``classify.py`` and ``bench.py`` run there unless given ``--model``: a raw-text model where the
+    runtime runs one (it takes text as an app would), else the model the build recommends for the runtime (``edge_build.recommend``),
+    else the bundle's default model."""
+    runtimes, fallback = model_runtimes(profile), ARTIFACTS[default_artifact(profile)].path
+    chosen = {}
+    for runtime in dict.fromkeys(name for able in runtimes.values() for name in able):
+        text = [name for name in text_models(profile) if runtime in runtimes[name]]
+        chosen[runtime] = ARTIFACTS[text[0]].path if text else recommended.get(runtime, {}).get("model", fallback)
+    return chosen
+
+
 def model_runtimes(profile: TargetProfile) -> dict[str, list[str]]:
     """Per model, the runtimes that run it and install on the stack, required ones first: the board scripts' default for it is the first."""
     runtimes = {}
@@ -187,7 +201,6 @@ def board_readme(profile: TargetProfile) -> str:
     optional = stack["optional_install"]
     return BOARD_README.format(
         **stack_fields(profile, stack),
-        default_model=ARTIFACTS[default_artifact(profile)].path,
         install=" ".join(stack["install"]),
         optional=f"\nOptionally, to compare runtimes: `python -m pip install {' '.join(optional)}`\n" if optional else "",
     )
@@ -294,6 +307,7 @@ def manifest(profile: TargetProfile, folder: Path, reference: Path, target: Targ
         **({"model_runtimes": runtimes} if text_models(profile) else {}),
         "default_model": ARTIFACTS[default].path,
         "default_runtime": runtimes[default][0],
+        "default_models": default_models(profile, record.get("recommended", {})),
         "tolerances": dataclasses.asdict(profile.tolerances),
         # The artifact table's checks, applied on the board by bench.py --parity exactly as in the build.
         "parity_checks": {name: [list(check) for check in ARTIFACTS[name].parity] for name in profile.runtime_artifacts},

@@ -118,6 +118,8 @@ def build_manifest(profile: TargetProfile, inputs: ManifestInputs, target: Targe
     }
     if profile.runtimes:
         record["stack"] = profile.runtime_environment().record()
+        # Decided by this machine's timings where they mean something: verify-reproducible counts it as measured.
+        record["recommended"] = read_json(target.recommended)
     if calibration_summary is not None:
         calibration = read_json(calibration_summary)
         record["calibration"] = {key: calibration[key] for key in ("ids_sha256", "samples", "drawn", "field_samples", "sequence_length")}

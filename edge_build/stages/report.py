@@ -17,7 +17,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from edge_build import cli, saved_model, xla
+from edge_build import cli, recommend, saved_model, xla
 from edge_build.artifacts import ARTIFACTS
 from edge_build.atomic import atomic_output
 from edge_build.config.profile import TargetProfile, read_profile
@@ -370,11 +370,41 @@ def render_mcnemar(test: dict | None) -> list[str]:
     ]
 
 
-def render_artifacts(evaluation: Evaluation, data_headline: str) -> list[str]:
-    """The page's title and every artifact's figures on the test split, with the INT8 model's McNemar test."""
-    reference = evaluation.reference
-    lines = [f"# edge-build report: target `{evaluation.target}`", "", f"Data: {data_headline} (`data/report.md`).", ""]
+def render_title(evaluation: Evaluation, data_headline: str) -> list[str]:
+    return [f"# edge-build report: target `{evaluation.target}`", "", f"Data: {data_headline} (`data/report.md`).", ""]
+
+
+def render_deploy(checks: RuntimeChecks, evaluation: Evaluation, profile: TargetProfile) -> list[str]:
+    """What to deploy on each runtime, and why: the page's first table (``edge_build.recommend``)."""
+    chosen = recommend.for_target(checks, recommend.sizes_of(evaluation), profile)
+    versions = {r.name: r.version for r in profile.runtimes}
+    rows = [
+        [
+            f"{runtime} {versions[runtime]}",
+            ARTIFACTS[c["artifact"]].path,
+            f"{c['size_bytes'] / 1e6:.2f} MB",
+            "measured" if c["measured"] else "runtime table",
+            c["why"],
+        ]
+        for runtime, c in chosen.items()
+    ]
+    budget = f" within `[deploy] max_model_mb = {profile.deploy.max_model_mb:g}`" if profile.deploy.max_model_mb is not None else ""
+    lines = ["## What to deploy on each runtime", ""]
     lines += [
+        f"The token-id model that passed every check on the runtime and runs fastest there at batch 1{budget}; a p50 within "
+        f"{recommend.TIE:g}x or {recommend.TIE_US:g} µs of the fastest is a tie, which the smaller file wins. The bundle's "
+        "`classify.py` and `bench.py` run it on that runtime unless given `--model`.",
+        "",
+    ]
+    lines += table(["runtime", "model", "size", "decided by", "why"], rows)
+    notes = recommend.xnnpack_notes(profile, chosen)
+    return lines + ([""] + notes if notes else []) + [""]
+
+
+def render_artifacts(evaluation: Evaluation) -> list[str]:
+    """Every artifact's figures on the test split, with the INT8 model's McNemar test."""
+    reference = evaluation.reference
+    lines = [
         "## Artifacts on the test split",
         "",
         f"Reference: the CPU SavedModel at `{reference['path']}`, accuracy {reference['accuracy']:.4f} "
@@ -513,7 +543,10 @@ def render_per_class(evaluation: Evaluation) -> list[str]:
 
 def render_markdown(evaluation: Evaluation, profile: TargetProfile, context: Context) -> str:
     """The page: one renderer per section, each from its records; a section whose record the target lacks is left out."""
-    lines = render_artifacts(evaluation, context.data_report["headline"]) + render_quality(context.quality)
+    lines = render_title(evaluation, context.data_report["headline"])
+    if context.runtime_checks:
+        lines += render_deploy(context.runtime_checks, evaluation, profile)
+    lines += render_artifacts(evaluation) + render_quality(context.quality)
     if context.tflite_reports:
         lines += render_conversion(context.tflite_reports, profile)
     if context.xla_checks:

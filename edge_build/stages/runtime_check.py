@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_build import cli, parity
+from edge_build import cli, parity, recommend
 from edge_build.artifacts import ARTIFACTS
 from edge_build.atomic import atomic_outputs
 from edge_build.board import EXIT_RUNTIME_MISSING
@@ -156,10 +156,14 @@ def machine_independent(checks: dict) -> dict:
 def runtime_checks(profile: TargetProfile, test: TestSplit, target: Target, runtime_env: Path) -> dict:
     environment = read_environment(runtime_env)
     golden = build_golden(test, profile.checks.golden_examples, any(ARTIFACTS[a].inputs == "text" for a in profile.runtime_artifacts))
-    with atomic_outputs(*target.runtime_check_outputs) as (golden_tmp, checks_tmp, parity_tmp, plot_tmp), tempfile.TemporaryDirectory() as scratch:
-        with open(golden_tmp, "wb") as handle:
+    files = target.runtime_check_files
+    with atomic_outputs(*files.values()) as temporaries, tempfile.TemporaryDirectory() as scratch:
+        written = dict(zip(files, temporaries))
+        with open(written["golden"], "wb") as handle:
             np.savez(handle, **golden)
-        checks = {name: check_artifact(name, target, golden, golden_tmp, profile, Path(scratch), environment) for name in profile.runtime_artifacts}
+        checks = {
+            name: check_artifact(name, target, golden, written["golden"], profile, Path(scratch), environment) for name in profile.runtime_artifacts
+        }
         rows = [(o.artifact, o.runtime, problem) for o in CheckTable(checks).outcomes() for problem in o.record["problems"]]
         if rows:
             print(parity.failure_table(rows), file=sys.stderr)
@@ -172,9 +176,12 @@ def runtime_checks(profile: TargetProfile, test: TestSplit, target: Target, runt
             "settings": dataclasses.asdict(profile.checks),
             "checks": checks,
         }
-        checks_tmp.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-        parity_tmp.write_text(json.dumps(machine_independent(checks), indent=2) + "\n", encoding="utf-8")
-        plot_latency(latency_series(CheckTable(checks)), plot_tmp)
+        written["checks"].write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        written["parity"].write_text(json.dumps(machine_independent(checks), indent=2) + "\n", encoding="utf-8")
+        sizes = {name: target.artifact(name).stat().st_size for name in profile.runtime_artifacts}
+        chosen = recommend.for_target(CheckTable(checks), sizes, profile)
+        written["recommended"].write_text(json.dumps(recommend.deployable(chosen), indent=2) + "\n", encoding="utf-8")
+        plot_latency(latency_series(CheckTable(checks)), written["latency_plot"])
     return summary
 
 

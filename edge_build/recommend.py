@@ -1,0 +1,99 @@
+"""Which model to deploy on each runtime, decided by the checks' timings where they mean something.
+
+For each runtime, the candidates are the profile's token-id TF Lite models that
+ran and passed there (a failed check stops the build before this), no larger
+than ``[deploy] max_model_mb`` when the profile sets it. A raw-text model is no
+candidate: its p50 includes the tokenizer that an ids model leaves to the caller.
+
+- **Measured** (native runtime checks, or a board): the fastest p50 at batch 1.
+  A p50 within ``TIE`` times the fastest, or within ``TIE_US`` microseconds of
+  it, counts as a tie, and the smallest file among the tied wins. Timings on a
+  shared machine move by tens of percent from run to run, and a few microseconds
+  per invoke is below what the timer resolves there or an app notices; margins
+  that wide keep two identical builds from recommending different models.
+  (tflite-runtime 2.14 runs BBC News's INT8 model 1.7-2.7 times slower than
+  float32, beyond any tie, because its XNNPACK delegate takes no quantized op.)
+- **Emulated** (qemu's timings are not the board's): the runtime table decides.
+  INT8 only where that version's default XNNPACK delegate runs quantized ops
+  (``Runtime.quantized_xnnpack``), then the smallest file. The record says so.
+
+Standard library only: the report, the manifest and the board report share it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from edge_build.artifacts import ARTIFACTS
+from edge_build.board.runtime import Runtime
+from edge_build.config.profile import TargetProfile
+from edge_build.typed_records import CheckTable, Evaluation
+
+#: A p50 within this factor of the fastest, or this many microseconds of it, is a tie: size decides among the tied.
+TIE = 1.5
+TIE_US = 10.0
+
+
+def recommend(checks: CheckTable, sizes: Mapping[str, int], rows: Mapping[str, Runtime], max_bytes: int | None = None) -> dict[str, dict]:
+    """Per runtime that ran a candidate: ``artifact``, ``measured`` (timings decided) and ``why``, in one sentence."""
+    per_runtime: dict[str, list] = {}
+    for outcome in checks.ran():
+        if ARTIFACTS[outcome.artifact].inputs == "ids" and (max_bytes is None or sizes[outcome.artifact] <= max_bytes):
+            per_runtime.setdefault(outcome.runtime, []).append(outcome)
+    chosen = {}
+    for runtime, outcomes in per_runtime.items():
+        emulated = any(o.record["emulated"] for o in outcomes)
+        chosen[runtime] = by_rule(outcomes, sizes, rows[runtime]) if emulated else by_timing(outcomes, sizes)
+    return chosen
+
+
+def by_timing(outcomes: list, sizes: Mapping[str, int]) -> dict:
+    p50 = {o.artifact: o.record["latency"]["p50_us"] for o in outcomes}
+    fastest = min(p50, key=lambda name: (p50[name], sizes[name]))
+    tied = [name for name in p50 if p50[name] <= max(TIE * p50[fastest], p50[fastest] + TIE_US)]
+    best = min(tied, key=lambda name: (sizes[name], p50[name]))
+    others = "; ".join(f"{name} {p50[name]:.1f} µs" for name in p50 if name != best)
+    if best == fastest:
+        why = f"fastest p50 ({p50[best]:.1f} µs" + (f"; {others})" if others else ")")
+    else:
+        why = f"smallest within {TIE:g}x or {TIE_US:g} µs of the fastest p50 ({p50[best]:.1f} µs; {others})"
+    return {"artifact": best, "measured": True, "p50_us": p50[best], "size_bytes": sizes[best], "why": why}
+
+
+def by_rule(outcomes: list, sizes: Mapping[str, int], row: Runtime) -> dict:
+    names = [o.artifact for o in outcomes]
+    usable = [name for name in names if ARTIFACTS[name].precision != "int8" or row.quantized_xnnpack]
+    best = min(usable or names, key=lambda name: sizes[name])
+    xnnpack = "runs" if row.quantized_xnnpack else "does not run"
+    why = (
+        f"emulated, so timings do not decide: {row.name} {row.version}'s XNNPACK delegate {xnnpack} quantized ops, "
+        f"and this is the smallest model that leaves"
+    )
+    return {"artifact": best, "measured": False, "p50_us": None, "size_bytes": sizes[best], "why": why}
+
+
+def for_target(checks: CheckTable, sizes: Mapping[str, int], profile: TargetProfile) -> dict[str, dict]:
+    """``recommend`` with a target's runtimes' rows and its ``[deploy]`` budget."""
+    return recommend(checks, sizes, {r.name: r.row for r in profile.runtimes}, profile.deploy.max_bytes)
+
+
+def deployable(chosen: Mapping[str, dict]) -> dict[str, dict]:
+    """What the manifest and the bundle record of a recommendation: the model and what decided it, no timings."""
+    return {
+        runtime: {"artifact": c["artifact"], "model": ARTIFACTS[c["artifact"]].path, "decided_by": "timing" if c["measured"] else "runtime table"}
+        for runtime, c in chosen.items()
+    }
+
+
+def sizes_of(evaluation: Evaluation) -> dict[str, int]:
+    return {name: figures["size_bytes"] for name, figures in evaluation.artifacts.items()}
+
+
+def xnnpack_notes(profile: TargetProfile, chosen: Mapping[str, dict]) -> list[str]:
+    """One line per runtime whose XNNPACK delegate takes no quantized op: why INT8 is slow there."""
+    return [
+        f"{r.name} {r.version}'s default XNNPACK delegate takes no quantized op, so INT8 runs on TF Lite's own int8 kernels there "
+        "(reductions on reference ones) and can be slower than float32."
+        for r in profile.runtimes
+        if r.name in chosen and not r.row.quantized_xnnpack
+    ]
