@@ -64,11 +64,8 @@ def by_rule(outcomes: list, sizes: Mapping[str, int], row: Runtime) -> dict:
     names = [o.artifact for o in outcomes]
     usable = [name for name in names if ARTIFACTS[name].precision != "int8" or row.quantized_xnnpack]
     best = min(usable or names, key=lambda name: sizes[name])
-    xnnpack = "runs" if row.quantized_xnnpack else "does not run"
-    why = (
-        f"emulated, so timings do not decide: {row.name} {row.version}'s XNNPACK delegate {xnnpack} quantized ops, "
-        f"and this is the smallest model that leaves"
-    )
+    choice = "runs quantized ops, so the smallest model" if row.quantized_xnnpack else "runs no quantized op, so the smallest float model"
+    why = f"emulated, so the runtime table decides: {row.name} {row.version}'s XNNPACK delegate {choice}"
     return {"artifact": best, "measured": False, "p50_us": None, "size_bytes": sizes[best], "why": why}
 
 
