@@ -12,6 +12,7 @@ from conftest import TINY_GATEWAY_PROFILE, TINY_HPARAMS, board_launcher, convers
 from edge_build.board.parity import pack_texts
 from edge_build.config.profile import load_profile, read_profile
 from edge_build.errors import ConfigError, StageError
+from edge_build.layout import Target
 from edge_build.runtime_envs import read_environment
 from edge_build.stages import tflite
 from edge_build.tfrecord import read_split
@@ -70,7 +71,7 @@ def test_a_tokenizer_setting_that_differs_from_training_is_refused(gateway_artif
     hparams.write_text(TINY_HPARAMS.replace("lower_case = true", "lower_case = false"), encoding="utf-8")
     profile = load_profile(gateway_artifacts["profile"].parent, "tiny-gateway")
     out = tmp_path / "out"
-    outputs = (out / "model_text_int8.tflite", out / "tflite_text_int8.json", out / "tflite_text_int8.test_logits.npy")
+    outputs = Target(out, "tiny-gateway").converted_files("tflite_text_int8")
     inputs = dataclasses.replace(conversion_inputs(gateway_artifacts), hparams=hparams)
     with pytest.raises(
         StageError,
@@ -83,7 +84,7 @@ def test_a_tokenizer_setting_that_differs_from_training_is_refused(gateway_artif
 def test_without_the_select_tf_ops_fallback_the_raw_text_model_is_refused(gateway_artifacts, tmp_path: Path):
     path = write_profile(tmp_path, "no-flex", TINY_GATEWAY_PROFILE.replace("select_tf_ops = true", "select_tf_ops = false"))
     out = tmp_path / "out"
-    outputs = (out / "model_text_int8.tflite", out / "tflite_text_int8.json", out / "tflite_text_int8.test_logits.npy")
+    outputs = Target(out, "tiny-gateway").converted_files("tflite_text_int8")
     with pytest.raises(StageError, match="unresolved custom op: RaggedRange.*the SELECT_TF_OPS fallback is off"):
         tflite.convert("tflite_text_int8", conversion_inputs(gateway_artifacts), read_profile(path), outputs, gateway_artifacts["runtime_env"])
     assert not out.exists()

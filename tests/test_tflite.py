@@ -101,7 +101,7 @@ def test_the_test_logits_are_the_converted_files_own(tiny_artifacts, precision):
 
 def test_only_tflite_artifacts_are_converted_and_int8_needs_the_representative_set(tiny_artifacts, tmp_path: Path):
     profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
-    outputs = tuple(tmp_path / "out" / name for name in OUT_NAMES)
+    outputs = outputs_in(tmp_path / "out", "model.tflite")
     with pytest.raises(
         StageError,
         match=r"^saved_model_cpu: not a TF Lite artifact \(the tflite stage makes tflite_fp32, tflite_fp16, tflite_int8, tflite_text_int8\)$",
@@ -134,7 +134,9 @@ def test_the_device_runtime_runs_the_int8_model_in_its_own_process(tiny_artifact
     assert result.stdout.strip() == "(1, 3) True"
 
 
-OUT_NAMES = ("model.tflite", "report.json", "test_logits.npy")
+def outputs_in(folder: Path, model: str) -> dict[str, Path]:
+    """The tflite stage's outputs (``edge_build.stage_files``) in ``folder``."""
+    return {"model": folder / model, "record": folder / "report.json", "test_logits": folder / "test_logits.npy"}
 
 
 def convert_for(
@@ -146,10 +148,10 @@ def convert_for(
     runtime_env: Path | None = None,
 ):
     write_profile(tmp_path / "targets", "trial", profile_text)
-    outputs = tuple(tmp_path / "out" / (f"model_{precision}.tflite" if name == "model.tflite" else name) for name in OUT_NAMES)
+    outputs = outputs_in(tmp_path / "out", f"model_{precision}.tflite")
     inputs = conversion_inputs(tiny_artifacts, **({"model_source": model_source} if model_source else {}))
     tflite.convert(f"tflite_{precision}", inputs, load_profile(tmp_path / "targets", "trial"), outputs, runtime_env or tiny_artifacts["runtime_env"])
-    return outputs[0]
+    return outputs["model"]
 
 
 def test_int8_logits_when_the_profile_asks_for_them(tiny_artifacts, tmp_path: Path):
