@@ -409,6 +409,10 @@ def test_editing_the_boards_tokenizer_reruns_only_the_bundle(project):
     wordpiece = REPO / "edge_build" / "board" / "wordpiece.py"
     original = wordpiece.read_text()
     wordpiece.write_text(original + "\n# an edit\n", encoding="utf-8")
+    # SCons's content-timestamp decider compares whole-second timestamps: an edit undone within the second it was made
+    # would look unchanged. Dating the edit 10 s back keeps the undo below in another second however fast the build runs.
+    edited = wordpiece.stat().st_mtime - 10
+    os.utime(wordpiece, (edited, edited))
     try:
         result = scons(*project["args"])
         assert stages_run(result) == ["bundle"]
