@@ -90,12 +90,10 @@ _VOCAB = File("vocab", "vocab.txt from the vocab stage")
 _WINDOW = File("window", "the data report's window.json: the sequence length")
 _HPARAMS = File("hparams", "the hyperparameters TOML")
 _MODEL_SOURCE = File("model_source", "the Python file defining build_model()")
-_TRAINING = (
-    File("weights", "model.weights.h5 from the train stage"),
-    File("train_log", "train_log.json from the train stage"),
-    _HPARAMS,
-    _MODEL_SOURCE,
-)
+_WEIGHTS = File("weights", "model.weights.h5 from the train stage")
+_TRAIN_LOG = File("train_log", "train_log.json from the train stage")
+_DATA_SUMMARY = File("data_summary", "the data stage's summary.json")
+_TRAINING = (_WEIGHTS, _TRAIN_LOG, _HPARAMS, _MODEL_SOURCE)
 _TEST = File("test", "test.tfrecord")
 _TEST_IDS = File("test_ids", "the test split's token ids (.npy from the tokenize stage)")
 _REFERENCE_LOGITS = File("reference_logits", "the reference's test logits (.npy)")
@@ -187,10 +185,10 @@ STAGE_FILES: dict[str, StageFiles] = {
             _PROFILE,
             _target_dir("its records; report.md goes here"),
             File("evaluation", "the evaluate stage's eval.json"),
-            File("data_summary", "the data stage's summary.json"),
+            _DATA_SUMMARY,
             File("data_report", "the data report's report.json"),
             File("quality", "the quality gate's quality.json"),
-            File("train_log", "train_log.json from the train stage"),
+            _TRAIN_LOG,
             _CALIBRATION_SUMMARY,
             File("xla_checks", "the xla_check stage's xla_checks.json (targets with saved_model_xla)", optional=True),
         ),
@@ -199,10 +197,10 @@ STAGE_FILES: dict[str, StageFiles] = {
         inputs=(
             _PROFILE,
             _target_dir("its artifacts and records; manifest.json goes here"),
-            File("data_summary", "the data stage's summary.json"),
+            _DATA_SUMMARY,
             _WINDOW,
-            File("train_log", "train_log.json from the train stage"),
-            File("weights", "model.weights.h5 from the train stage"),
+            _TRAIN_LOG,
+            _WEIGHTS,
             _VOCAB,
             _CALIBRATION_SUMMARY,
         ),

@@ -34,9 +34,13 @@ def artifact_of(manifest: dict, folder: str, model: str) -> str | None:
     return next((artifact for artifact, file in manifest["models"].items() if os.path.join(folder, file) == path), None)
 
 
-def default_model(manifest: dict, runtime: str) -> str:
-    """The model the scripts run on ``runtime`` unless given ``--model``: the build's choice for that runtime (``default_models``)."""
-    return manifest.get("default_models", {}).get(runtime, manifest["default_model"])
+def with_defaults(manifest: dict, model: str | None, runtime: str | None) -> tuple[str, str | None]:
+    """``model`` and ``runtime`` as asked; without a model, the runtime asked or the bundle's default, and the model the
+    build chose for that runtime (``default_models``)."""
+    if model is not None:
+        return model, runtime
+    runtime = runtime or manifest["default_runtime"]
+    return manifest.get("default_models", {}).get(runtime, manifest["default_model"]), runtime
 
 
 def choose_runtime(manifest: dict, artifact: str | None, requested: str | None, model: str) -> str:
@@ -68,9 +72,7 @@ def bench_main(argv: list[str]) -> int:
     # No runtime default here: it depends on the model (the first runtime the manifest names for it).
     parser = build_parser(in_bundle=True, runtime=None, golden=os.path.join(folder, "golden.npz"))
     args = parser.parse_args(argv)
-    if args.model is None:
-        args.runtime = args.runtime or manifest["default_runtime"]
-        args.model = default_model(manifest, args.runtime)
+    args.model, args.runtime = with_defaults(manifest, args.model, args.runtime)
     args.model = os.path.join(folder, args.model)  # an absolute path stays as it is
     if args.parity and args.out is None:
         args.out = os.path.join(folder, "bench-result.json")
@@ -121,10 +123,8 @@ def classify_main(argv: list[str]) -> int:
     try:
         manifest = verify(folder)
         texts = [line.rstrip("\n") for line in sys.stdin if line.strip()] if args.texts == ["-"] else args.texts
-        runtime = args.runtime
-        if args.model is None:
-            runtime = runtime or manifest["default_runtime"]
-        path = os.path.join(folder, args.model or default_model(manifest, runtime))
+        model_file, runtime = with_defaults(manifest, args.model, args.runtime)
+        path = os.path.join(folder, model_file)
         model = Model(choose_runtime(manifest, artifact_of(manifest, folder, path), runtime, path), path, 1, 1)
         encode = text_encoder(model, folder, manifest)
     except (BundleError, RuntimeMissing, RuntimeError, ValueError) as exc:
