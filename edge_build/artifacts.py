@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from typing import Literal
 
 #: ``(what, figure, comparison, tolerance key)``: a figure of ``board.parity.compare``
-#: (or one it derives) must be ``<=`` or ``>=`` the profile tolerance of that key.
+#: (or one it derives) must be ``<=`` or ``>=`` the profile tolerance of that key
+#: (``Tolerances.limits``; a logit error's bound scales with the logits unless set absolutely).
 Check = tuple[str, str, Literal["<=", ">="], str]
 MAX_LOGIT_ERROR = "max |Δlogit|"
 #: An INT8 model is held to the reference's labels, not its logits: quantization moves every logit a little.
@@ -64,6 +65,11 @@ class Artifact:
     settings: tuple[str, ...] = ()
 
 
+def logit_settings(prefix: str) -> tuple[str, str]:
+    """The tolerances that scale a float artifact's logit-error bound (``<prefix>_max_abs_logit`` overrides them)."""
+    return f"tolerances.{prefix}_logit_rtol", "tolerances.logit_atol"
+
+
 #: What every TF Lite artifact reads: the Flex fallback of its conversion, and where and how it is checked.
 TFLITE_SETTINGS = ("quantization.select_tf_ops", "stack", "runtimes", "checks", "deploy")
 
@@ -89,7 +95,8 @@ ARTIFACTS: Mapping[str, Artifact] = types.MappingProxyType(
             "text",
             parity=((MAX_LOGIT_ERROR, "max_abs_logit_error", "<=", "xla_max_abs_logit"),),
             jit_compile=True,
-            settings=("xla", "tolerances.xla_gpu_max_abs_logit"),  # the bound when XLA ran on a GPU
+            # The scaled bound's factors, and the GPU's bound when XLA ran on a GPU.
+            settings=("xla", *logit_settings("xla"), "tolerances.xla_gpu_max_abs_logit", *logit_settings("xla_gpu")),
         ),
         "tflite_fp32": Artifact(
             "model_fp32.tflite",
@@ -101,7 +108,7 @@ ARTIFACTS: Mapping[str, Artifact] = types.MappingProxyType(
             "ids",
             parity=((MAX_LOGIT_ERROR, "max_abs_logit_error", "<=", "fp32_max_abs_logit"),),
             latency_key="fp32_p50_ms",
-            settings=TFLITE_SETTINGS,
+            settings=(*TFLITE_SETTINGS, *logit_settings("fp32")),
         ),
         "tflite_fp16": Artifact(
             "model_fp16.tflite",
@@ -113,7 +120,7 @@ ARTIFACTS: Mapping[str, Artifact] = types.MappingProxyType(
             "ids",
             parity=((MAX_LOGIT_ERROR, "max_abs_logit_error", "<=", "fp16_max_abs_logit"),),
             latency_key="fp16_p50_ms",
-            settings=TFLITE_SETTINGS,
+            settings=(*TFLITE_SETTINGS, *logit_settings("fp16")),
         ),
         "tflite_int8": Artifact(
             "model_int8.tflite",

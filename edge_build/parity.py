@@ -1,21 +1,30 @@
 """The build's side of the parity rule: an artifact's checks and tolerances, and the table a failed gate prints.
 
-The rule itself is ``board.parity.breaches``, which the board runs too.
+The rule itself is ``board.parity.verdicts``, which the board runs too.
 """
 
 from __future__ import annotations
 
 from edge_build.artifacts import ARTIFACTS
-from edge_build.board.parity import breaches as breaches_of
-from edge_build.board.parity import compare
+from edge_build.board.parity import compare, verdicts
 from edge_build.config.profile import Tolerances
 
-__all__ = ["breaches", "compare", "failure_table", "gate"]
+__all__ = ["breaches", "compare", "failure_table", "gate", "judge", "undecided"]
+
+
+def judge(artifact: str, figures: dict, tolerances: Tolerances, on_gpu: bool = False) -> list[dict]:
+    """Each of ``artifact``'s parity checks judged on its figures: pass, undecided or fail (``on_gpu``: saved_model_xla ran on a GPU)."""
+    return verdicts(ARTIFACTS[artifact].parity, figures, tolerances.limits(on_gpu))
 
 
 def breaches(artifact: str, figures: dict, tolerances: Tolerances, on_gpu: bool = False) -> list[str]:
-    """Each tolerance of the profile that ``artifact``'s figures break (``on_gpu``: saved_model_xla ran on a GPU)."""
-    return breaches_of(ARTIFACTS[artifact].parity, figures, tolerances.limits(on_gpu))
+    """Each tolerance of the profile that ``artifact``'s figures break."""
+    return [v["message"] for v in judge(artifact, figures, tolerances, on_gpu) if v["verdict"] == "fail"]
+
+
+def undecided(artifact: str, figures: dict, tolerances: Tolerances, on_gpu: bool = False) -> list[str]:
+    """Each of ``artifact``'s checks that passes on its point estimate but is not decided by its examples (``board.decision``)."""
+    return [v["message"] for v in judge(artifact, figures, tolerances, on_gpu) if v["verdict"] == "undecided"]
 
 
 def failure_table(rows: list[tuple[str, str, str]]) -> str:
@@ -26,10 +35,12 @@ def failure_table(rows: list[tuple[str, str, str]]) -> str:
 def gate(artifact: str, outcome: dict, tolerances: Tolerances, budget_ms: float) -> list[str]:
     """What a runtime check that ran breaks: the artifact's parity checks, and its p50 against the latency budget.
 
-    The budget is recorded in ``outcome``; emulated timings (``outcome["emulated"]``) say nothing
-    about the board, so a p50 over budget there is a note in ``outcome``, not a problem.
+    The budget and the parity checks left undecided are recorded in ``outcome``; emulated timings
+    (``outcome["emulated"]``) say nothing about the board, so a p50 over budget there is a note in
+    ``outcome``, not a problem.
     """
     problems = breaches(artifact, outcome["parity"], tolerances)
+    outcome["undecided"] = {"parity": undecided(artifact, outcome["parity"], tolerances)}
     p50_ms = outcome["latency"]["p50_us"] / 1e3
     outcome["latency_budget_ms"] = budget_ms
     if p50_ms > budget_ms:

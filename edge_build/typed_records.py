@@ -86,12 +86,18 @@ class CheckTable:
 
 @dataclasses.dataclass(frozen=True)
 class RuntimeChecks(CheckTable):
-    """``runtime_checks.json``: the runtime environment (and ``stack``, its one-line description), the check settings, and the table."""
+    """``runtime_checks.json``: the runtime environment (and ``stack``, its one-line description), the check settings, and the table.
+
+    ``golden_examples_to_decide`` is the size at which a perfect result decides every parity gate (``board.decision``;
+    ``None``: no size does), ``test_examples`` the test split's size, which caps the golden set.
+    """
 
     target: str
     environment: Mapping[str, Any]
     stack: str
     golden_examples: int
+    golden_examples_to_decide: int | None
+    test_examples: int
     settings: Mapping[str, Any]
 
     @classmethod

@@ -328,6 +328,8 @@ def gateway_runtime_checks(path: Path, disk_mb: dict) -> Path:
         "environment": {"runtimes": runtimes},
         "stack": "Debian 12",
         "golden_examples": 8,
+        "golden_examples_to_decide": 299,
+        "test_examples": 8,
         "settings": {},
         "checks": checks,
     }

@@ -28,7 +28,8 @@ def test_the_shipped_profiles():
     assert profile_names(REPO / "targets") == ["arm64", "arm64-trixie", "gateway", "gpu", "host"]
     host, arm64, trixie, gpu = (load_profile(REPO / "targets", name) for name in ("host", "arm64", "arm64-trixie", "gpu"))
     assert host.arch == "x86_64" and set(host.artifacts) == {"saved_model_cpu", "tflite_fp32", "tflite_fp16", "tflite_int8"}
-    assert host.tolerances.fp16_max_abs_logit == 2e-3 and host.latency.fp16_p50_ms == 1.0
+    # Float logit errors are scaled by the reference's logits (board.parity): no absolute bound is set.
+    assert host.tolerances.fp16_max_abs_logit is None and host.tolerances.fp16_logit_rtol == 2**-10 and host.latency.fp16_p50_ms == 1.0
     assert arm64.arch == "aarch64" and set(arm64.artifacts) == {"tflite_fp32", "tflite_int8"}
     assert trixie.arch == "aarch64" and set(trixie.artifacts) == {"tflite_fp32", "tflite_int8"}
     assert set(gpu.artifacts) == {"saved_model_cpu", "saved_model_xla"} and gpu.runtimes == ()
@@ -101,6 +102,13 @@ TFLITE = 'description = "x"\narch = "x86_64"\nartifacts = ["tflite_int8"]\n[[run
         ),
         (TFLITE + "[xla]\nsteady_runs = 5\n", "key 'xla.steady_runs': read only by saved_model_xla, which"),
         (BASE + "[tolerances]\nfp16_max_abs_logit = 1e-3\n", "key 'tolerances.fp16_max_abs_logit': read only by tflite_fp16, which"),
+        (TFLITE + "[tolerances]\nfp16_logit_rtol = 0\n", "key 'tolerances.fp16_logit_rtol': must be greater than 0"),
+        (TFLITE + "[tolerances]\nlogit_atol = 1e-6\n", "key 'tolerances.logit_atol': read only by saved_model_xla, tflite_fp32, tflite_fp16, which"),
+        (
+            TFLITE + '[checks]\ngolden_examples = "all"\n',
+            "key 'checks.golden_examples': must be \"auto\" or a whole number greater than 0, not 'all'",
+        ),
+        (TFLITE + "[checks]\ngolden_examples = 0\n", "key 'checks.golden_examples': must be \"auto\" or a whole number greater than 0, not 0"),
         (TFLITE + "[latency]\nfp32_p50_ms = 2.0\n", "key 'latency.fp32_p50_ms': read only by tflite_fp32, which"),
         (
             TFLITE + "[tolerances]\nint8_min_top1_agreement = 0.9\nxla_max_abs_logit = 1e-4\n",
@@ -155,16 +163,17 @@ def test_a_profile_knows_its_file_and_the_fp16_limits(tmp_path: Path):
     assert loaded.runtime_artifacts == ("tflite_fp16", "tflite_int8")
     assert loaded.latency_budget_ms("tflite_fp16") == 2.5 and loaded.latency_budget_ms("tflite_int8") == 1.0
     limits = loaded.tolerances.limits()
+    # fp16's absolute bound overrides its scaled one; the others scale with the reference's logits.
     assert limits == {
-        "xla_max_abs_logit": 1e-4,
-        "xla_gpu_max_abs_logit": 1e-2,
-        "fp32_max_abs_logit": 1e-4,
+        "xla_max_abs_logit": {"rtol": 2**-17, "atol": 1e-6},
+        "xla_gpu_max_abs_logit": {"rtol": 2**-9, "atol": 1e-6},
+        "fp32_max_abs_logit": {"rtol": 2**-17, "atol": 1e-6},
         "fp16_max_abs_logit": 5e-3,
         "int8_min_top1_agreement": 0.99,
         "int8_max_accuracy_drop": 0.01,
     }
     # On a GPU, xla_max_abs_logit holds the GPU's bound.
-    assert loaded.tolerances.limits(on_gpu=True)["xla_max_abs_logit"] == 1e-2
+    assert loaded.tolerances.limits(on_gpu=True)["xla_max_abs_logit"] == {"rtol": 2**-9, "atol": 1e-6}
 
 
 def test_an_unknown_target_lists_the_profiles(tmp_path: Path):

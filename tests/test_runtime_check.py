@@ -276,27 +276,6 @@ def test_the_board_code_never_imports_tensorflow():
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() == "False"
 
 
-@pytest.mark.parametrize(
-    "artifact, figures, broken",
-    [
-        ("tflite_int8", {"top1_agreement": 0.995, "reference_accuracy": 0.97, "accuracy": 0.965}, []),
-        ("tflite_int8", {"top1_agreement": 0.98, "reference_accuracy": 0.97, "accuracy": 0.965}, ["top-1 agreement 0.98 (allowed >= 0.99)"]),
-        ("tflite_int8", {"top1_agreement": 0.99, "reference_accuracy": 0.97, "accuracy": 0.95}, ["accuracy drop 0.02 (allowed <= 0.01)"]),
-        ("tflite_fp32", {"max_abs_logit_error": 5e-5}, []),
-        ("tflite_fp32", {"max_abs_logit_error": 2e-4}, ["max |Δlogit| 0.0002 (allowed <= 0.0001)"]),
-        ("tflite_fp16", {"max_abs_logit_error": 1e-3}, []),
-        ("tflite_fp16", {"max_abs_logit_error": 3e-3}, ["max |Δlogit| 0.003 (allowed <= 0.002)"]),
-        ("saved_model_xla", {"max_abs_logit_error": 1e-3}, ["max |Δlogit| 0.001 (allowed <= 0.0001)"]),
-        ("saved_model_cpu", {"max_abs_logit_error": 1.0}, []),
-    ],
-)
-def test_tolerances_pass_and_fail_on_hand_made_figures(artifact, figures, broken):
-    from edge_build import parity
-    from edge_build.config.profile import Tolerances
-
-    assert parity.breaches(artifact, figures, Tolerances()) == broken
-
-
 def test_the_bundle_cli_verifies_and_extracts(tiny_artifacts, tmp_path: Path):
     archive = tmp_path / "evil.tar.gz"
     import io

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Literal
 
 from edge_build.artifacts import ARTIFACTS, takers
+from edge_build.board.decision import examples_to_decide
 from edge_build.board.runtime import RUNTIME_VERSIONS, RUNTIMES
 from edge_build.config.loading import choices, from_mapping, load_toml, require_positive
 from edge_build.errors import ConfigError
@@ -62,43 +63,80 @@ class BoardStack(Stack):
             raise ValueError(f"key 'numpy': expected an exact numpy version such as 1.26.4 or 2.2.6, not '{self.numpy}'")
 
 
+#: Float16's unit roundoff: half the gap between 1 and the next float16. TF32 keeps the same 10 mantissa bits.
+FLOAT16_ROUNDOFF = 2.0**-11
+#: Float32's unit roundoff.
+FLOAT32_ROUNDOFF = 2.0**-24
+#: The float artifacts' logit-error checks, by tolerance prefix: ``<prefix>_logit_rtol`` scales, ``<prefix>_max_abs_logit`` overrides.
+FLOAT_LOGIT_CHECKS = ("xla", "xla_gpu", "fp32", "fp16")
+
+
 @dataclasses.dataclass(frozen=True)
 class Tolerances:
     """How far an artifact may stray from the reference CPU SavedModel; breaches fail the build.
 
+    A float model's largest logit error must be at most ``rtol * scale + logit_atol``, where
+    ``scale`` is the reference's largest |logit| over the examples checked (``board.parity``):
+    rounding errors are relative to the numbers rounded, so the bound follows the model. Each
+    ``*_max_abs_logit`` key, when set, replaces its scaled bound with an absolute one.
+
     Attributes:
-      xla_max_abs_logit: saved_model_xla against saved_model_cpu, largest absolute logit difference,
-        when XLA runs on its CPU backend (the same float32 arithmetic, in another order).
-      xla_gpu_max_abs_logit: the same when XLA runs on a GPU, which may multiply in TF32 (on by
-        default in TensorFlow on Ampere and later: operands rounded to 10 mantissa bits).
-      fp32_max_abs_logit: tflite_fp32 against the reference, largest absolute logit difference.
-      fp16_max_abs_logit: tflite_fp16 (float16 weights, float32 arithmetic) against the reference:
-        the weights' rounding, measured at 5.2e-4 on BBC News (docs/architecture.md).
+      xla_logit_rtol: saved_model_xla against saved_model_cpu on XLA's CPU backend: the same float32
+        arithmetic in another order. 2^-17, 128 float32 unit roundoffs: a logit sums up to 512
+        token embeddings and 64 products, and reassociation moves each partial sum by a roundoff.
+      xla_gpu_logit_rtol: the same when XLA runs on a GPU, which may multiply in TF32 (on by default
+        in TensorFlow on Ampere and later: operands rounded to float16's 10 mantissa bits).
+        2^-9: four float16 roundoffs, two per product (both operands rounded), doubled.
+      fp32_logit_rtol: tflite_fp32 against the reference: float32 in another order, as on XLA's CPU.
+      fp16_logit_rtol: tflite_fp16 (float16 weights, float32 arithmetic) against the reference: each
+        weight moves by up to one float16 roundoff (2^-11), relative, and a logit passes through two
+        rounded layers (embeddings, dense): 2^-10. The worst errors measured are 0.2 to 0.31 roundoffs
+        of the scale (docs/architecture.md), so the bound holds them 6x or more.
+      logit_atol: added to every scaled bound: a floor for models whose logits are all near zero.
+      xla_max_abs_logit, xla_gpu_max_abs_logit, fp32_max_abs_logit, fp16_max_abs_logit: when set,
+        an absolute bound on that artifact's largest logit error instead of the scaled one.
       int8_min_top1_agreement: tflite_int8, share of examples whose top class matches the reference.
       int8_max_accuracy_drop: tflite_int8, accuracy below the reference's, as a fraction (0.01 = 1 point).
     """
 
-    xla_max_abs_logit: float = 1e-4
-    xla_gpu_max_abs_logit: float = 1e-2
-    fp32_max_abs_logit: float = 1e-4
-    fp16_max_abs_logit: float = 2e-3
+    xla_logit_rtol: float = 2.0**-17
+    xla_gpu_logit_rtol: float = 4 * FLOAT16_ROUNDOFF
+    fp32_logit_rtol: float = 2.0**-17
+    fp16_logit_rtol: float = 2 * FLOAT16_ROUNDOFF
+    logit_atol: float = 1e-6
+    xla_max_abs_logit: float | None = None
+    xla_gpu_max_abs_logit: float | None = None
+    fp32_max_abs_logit: float | None = None
+    fp16_max_abs_logit: float | None = None
     int8_min_top1_agreement: float = 0.99
     int8_max_accuracy_drop: float = 0.01
 
     def __post_init__(self) -> None:
-        require_positive(self, "xla_max_abs_logit", "xla_gpu_max_abs_logit", "fp32_max_abs_logit", "fp16_max_abs_logit")
+        require_positive(self, "logit_atol", *(f"{prefix}_logit_rtol" for prefix in FLOAT_LOGIT_CHECKS))
+        require_positive(self, *(f"{prefix}_max_abs_logit" for prefix in FLOAT_LOGIT_CHECKS if getattr(self, f"{prefix}_max_abs_logit") is not None))
         for name in ("int8_min_top1_agreement", "int8_max_accuracy_drop"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"key '{name}': must be between 0 and 1, not {getattr(self, name)}")
 
-    def xla_limit(self, on_gpu: bool) -> tuple[str, float]:
-        """The key and value that bound saved_model_xla's logit error on the device XLA ran on."""
-        key = "xla_gpu_max_abs_logit" if on_gpu else "xla_max_abs_logit"
-        return key, getattr(self, key)
+    def logit_limit(self, prefix: str) -> float | dict[str, float]:
+        """An absolute bound where the profile sets one, else the scaled bound's ``rtol`` and ``atol`` (``board.parity.limit_of``)."""
+        absolute = getattr(self, f"{prefix}_max_abs_logit")
+        return absolute if absolute is not None else {"rtol": getattr(self, f"{prefix}_logit_rtol"), "atol": self.logit_atol}
 
-    def limits(self, on_gpu: bool = False) -> dict[str, float]:
-        """Each tolerance key and its value; on a GPU, ``xla_max_abs_logit`` holds the GPU's bound."""
-        return {**dataclasses.asdict(self), "xla_max_abs_logit": self.xla_limit(on_gpu)[1]}
+    def xla_limit(self, on_gpu: bool) -> tuple[str, float | dict[str, float]]:
+        """The key and bound of saved_model_xla's logit error on the device XLA ran on."""
+        prefix = "xla_gpu" if on_gpu else "xla"
+        return f"{prefix}_max_abs_logit", self.logit_limit(prefix)
+
+    def limits(self, on_gpu: bool = False) -> dict[str, float | dict[str, float]]:
+        """Each check's tolerance key and its bound, as ``board.parity`` takes them; on a GPU, ``xla_max_abs_logit`` holds the GPU's."""
+        logits = {f"{prefix}_max_abs_logit": self.logit_limit(prefix) for prefix in FLOAT_LOGIT_CHECKS}
+        return {
+            **logits,
+            "xla_max_abs_logit": self.xla_limit(on_gpu)[1],
+            "int8_min_top1_agreement": self.int8_min_top1_agreement,
+            "int8_max_accuracy_drop": self.int8_max_accuracy_drop,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,7 +176,9 @@ class RuntimeChecks:
     """How the runtime checks exercise each TF Lite artifact in its runtime environments.
 
     Attributes:
-      golden_examples: test-split examples in the golden set (all of them if the split is smaller).
+      golden_examples: test-split examples in the golden set (all of them if the split is smaller); ``"auto"``:
+        the fewest at which a perfect result decides every gate at the profile's limits (``board.parity``;
+        299 for a top-1 agreement of 0.99), so that the board and the build can both show a pass.
       threads: interpreter threads.
       batch: examples per invoke.
       warmup: untimed invokes before timing.
@@ -146,7 +186,7 @@ class RuntimeChecks:
       timeout_s: a runtime still running after this long is stopped and reported.
     """
 
-    golden_examples: int = 300
+    golden_examples: int | str = "auto"
     threads: int = 1
     batch: int = 1
     warmup: int = 20
@@ -154,7 +194,9 @@ class RuntimeChecks:
     timeout_s: int = 300
 
     def __post_init__(self) -> None:
-        require_positive(self, "golden_examples", "threads", "batch", "runs", "timeout_s")
+        require_positive(self, "threads", "batch", "runs", "timeout_s")
+        if self.golden_examples != "auto" and not (isinstance(self.golden_examples, int) and self.golden_examples > 0):
+            raise ValueError(f"key 'golden_examples': must be \"auto\" or a whole number greater than 0, not {self.golden_examples!r}")
         if self.warmup < 0:
             raise ValueError(f"key 'warmup': must be 0 or more, not {self.warmup}")
 
@@ -268,6 +310,20 @@ class TargetProfile:
         """What the environment this profile's runtimes run in holds."""
         stack = Stack(self.stack.release, self.stack.python, self.stack.numpy)
         return EnvironmentSpec(self.arch, stack, self.runtimes)
+
+    @property
+    def golden_examples_to_decide(self) -> int | None:
+        """The fewest golden examples at which a perfect result decides every parity gate of the runtime artifacts; ``None``: no number does."""
+        limits = self.tolerances.limits()
+        needed = [examples_to_decide(figure, limits[key]) for a in self.runtime_artifacts for _, figure, _, key in ARTIFACTS[a].parity]
+        return None if None in needed else max(needed, default=1)
+
+    def golden_examples(self, available: int) -> int:
+        """The golden set's size for a test split of ``available`` examples: ``[checks] golden_examples``, capped by the split."""
+        wanted = self.checks.golden_examples
+        if wanted == "auto":
+            wanted = self.golden_examples_to_decide or available
+        return min(wanted, available)
 
     def latency_budget_ms(self, artifact: str) -> float:
         return getattr(self.latency, ARTIFACTS[artifact].latency_key)

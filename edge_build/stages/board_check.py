@@ -32,10 +32,9 @@ from pathlib import Path
 import numpy as np
 
 from edge_build import cli, parity
-from edge_build.artifacts import ARTIFACTS
 from edge_build.atomic import atomic_outputs
 from edge_build.board.agent import MANIFEST
-from edge_build.board.parity import load_golden
+from edge_build.board.parity import load_golden, passing_side_bound
 from edge_build.board.runtime import INTERPRETER_MODULES
 from edge_build.config.boards import Board, parse_board
 from edge_build.config.profile import TargetProfile, read_profile
@@ -50,6 +49,8 @@ from edge_build.stats import bootstrap_interval, samples_to_decide, wilson_inter
 from edge_build.typed_records import CheckTable
 
 CONFIDENCE = 0.95
+#: The parity figures whose one-sided 95% bound decides their gate (board.decision).
+BOUNDED_FIGURES = ("top1_agreement", "accuracy_drop")
 #: Seconds an upload may take per megabyte (a slow Wi-Fi board), on top of the connection.
 UPLOAD_S_PER_MB = 10
 
@@ -92,35 +93,24 @@ def deliver(connection: Connection, archive: Path, system: dict, common: list[st
 
 
 def intervals(outcome: dict, golden: dict) -> dict:
-    """95% intervals: p50 by bootstrap over the timed invokes; accuracy and top-1 agreement (Wilson); the accuracy drop by paired bootstrap."""
-    logits, reference, labels = outcome["logits"], golden["reference_logits"], golden["labels"]
-    n = len(labels)
-    correct = np.argmax(logits, -1) == labels
-    agree = np.argmax(logits, -1) == np.argmax(reference, -1)
-    reference_correct = np.argmax(reference, -1) == labels
+    """95% two-sided intervals of what no gate decides on: p50 by bootstrap over the timed invokes, accuracy (Wilson)."""
+    n = len(golden["labels"])
+    correct = np.argmax(outcome["logits"], -1) == golden["labels"]
     return {
         "p50_us": bootstrap_interval(outcome["latency"]["invoke_us"], np.median, CONFIDENCE),
         "accuracy": wilson_interval(int(correct.sum()), n, CONFIDENCE),
-        "top1_agreement": wilson_interval(int(agree.sum()), n, CONFIDENCE),
-        "accuracy_drop": bootstrap_interval(reference_correct.astype(float) - correct, np.mean, CONFIDENCE),
     }
 
 
-def undecided(artifact: str, outcome: dict, profile: TargetProfile) -> dict[str, list[str]]:
-    """Each gate whose limit lies inside its figure's interval, parity and latency apart: the verdict could flip on the next run."""
-    parity_notes, bounds = [], outcome["intervals"]
-    limits = profile.tolerances.limits()
-    for what, figure, _, key in ARTIFACTS[artifact].parity:
-        if figure in bounds and bounds[figure][0] <= limits[key] <= bounds[figure][1]:
-            parity_notes.append(f"{what} limit {limits[key]:g} inside its 95% CI [{bounds[figure][0]:.4g}, {bounds[figure][1]:.4g}]")
-    latency_notes = []
+def latency_undecided(outcome: dict) -> list[str]:
+    """The latency budget when it lies inside the p50's interval: the verdict could flip on the next run."""
     budget_us = outcome["latency_budget_ms"] * 1e3
-    needed = samples_to_decide(outcome["runs"], bounds["p50_us"], outcome["latency"]["p50_us"], budget_us)
-    if needed is not None:
-        low, high = bounds["p50_us"]
-        more = f"about {needed:,.0f} timed invokes would decide it" if np.isfinite(needed) else "no number of invokes decides it"
-        latency_notes.append(f"p50 budget {budget_us / 1e3:g} ms inside its 95% CI [{low / 1e3:.4g}, {high / 1e3:.4g}] ms: {more}")
-    return {"parity": parity_notes, "latency": latency_notes}
+    needed = samples_to_decide(outcome["runs"], outcome["intervals"]["p50_us"], outcome["latency"]["p50_us"], budget_us)
+    if needed is None:
+        return []
+    low, high = outcome["intervals"]["p50_us"]
+    more = f"about {needed:,.0f} timed invokes would decide it" if np.isfinite(needed) else "no number of invokes decides it"
+    return [f"p50 budget {budget_us / 1e3:g} ms inside its 95% CI [{low / 1e3:.4g}, {high / 1e3:.4g}] ms: {more}"]
 
 
 def check_on_board(artifact: str, answer: dict, golden: dict, profile: TargetProfile) -> dict:
@@ -135,9 +125,11 @@ def check_on_board(artifact: str, answer: dict, golden: dict, profile: TargetPro
         return outcome
     outcome["logits"] = np.load(io.BytesIO(base64.b64decode(answer["logits_npy"])), allow_pickle=False)
     outcome["parity"] = parity.compare(golden["reference_logits"], outcome["logits"], golden["labels"])
+    # The parity gates and what they leave undecided, by the same rule as the build's runtime checks (board.decision).
     outcome["problems"] = parity.gate(artifact, outcome, profile.tolerances, profile.latency_budget_ms(artifact))
+    outcome["bounds"] = {figure: passing_side_bound(figure, outcome["parity"]) for figure in BOUNDED_FIGURES}
     outcome["intervals"] = intervals(outcome, golden)
-    outcome["undecided"] = undecided(artifact, outcome, profile)
+    outcome["undecided"]["latency"] = latency_undecided(outcome)
     del outcome["logits"]
     return outcome
 

@@ -16,6 +16,7 @@ import sys
 from edge_build import cli, recommend
 from edge_build.artifacts import ARTIFACTS
 from edge_build.atomic import atomic_output
+from edge_build.board.decision import golden_size_words
 from edge_build.config.boards import parse_board
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.layout import Target
@@ -26,11 +27,13 @@ from edge_build.typed_records import CheckTable, Evaluation, RuntimeChecks
 
 INTRODUCTION = """Each board ran the bundle's `bench.py --parity` on every model and runtime it has, over ssh
 ({golden} golden examples; batch {batch}, {threads} thread(s), {warmup} warm-up and {runs} timed invokes per model: the
-profile's `[checks]`). Parity is held to the profile's tolerances and p50 to its latency budgets, both enforced.
-Figures carry 95% confidence intervals: p50 by bootstrap over the timed invokes, accuracy and top-1 agreement as
-Wilson intervals, the accuracy drop by a paired bootstrap over the golden examples. A gate whose limit lies inside
-its interval is marked *undecided*: on a rerun it could go either way. A p50 interval narrows as 1/√runs, so more
-timed invokes (`[checks] runs`) decide it, unless the p50 sits on the budget itself.
+profile's `[checks]`). Parity is held to the profile's tolerances and p50 to its latency budgets, both enforced, by
+the rule the build's runtime checks apply: a proportion's point estimate passes or fails it, and its one-sided
+exact 95% bound (shown beside it) says whether a pass is decided; a pass whose bound does not clear the limit is
+marked *undecided* here and in the build's report alike. Accuracy carries its 95% Wilson interval, p50 its 95%
+interval by bootstrap over the timed invokes; a latency budget inside that interval is marked *undecided* too. A
+p50 interval narrows as 1/√runs, so more timed invokes (`[checks] runs`) decide it, unless the p50 sits on the
+budget itself.
 """
 
 
@@ -87,9 +90,9 @@ def board_section(result: dict, local: RuntimeChecks, deploy: list[str]) -> list
             [
                 model,
                 f"{runtime} {r['runtime_version']}",
-                interval(p["top1_agreement"], bounds["top1_agreement"], ".4f"),
+                f"{p['top1_agreement']:.4f} (≥ {r['bounds']['top1_agreement']:.4f})",
                 interval(p["accuracy"], bounds["accuracy"], ".4f"),
-                interval(p["reference_accuracy"] - p["accuracy"], bounds["accuracy_drop"], "+.4f"),
+                f"{p['reference_accuracy'] - p['accuracy']:+.4f} (≤ {r['bounds']['accuracy_drop']:+.4f})",
                 f"{p['max_abs_logit_error']:.3g}",
                 gate_cell(r, "parity"),
             ]
@@ -109,7 +112,7 @@ def board_section(result: dict, local: RuntimeChecks, deploy: list[str]) -> list
         )
     lines += [f"### Parity ({result['golden_examples']} golden examples)", ""]
     lines += table(
-        ["model", "runtime", "top-1 agreement (95% CI)", "accuracy (95% CI)", "accuracy drop (95% CI)", "max abs Δlogit", "gate"], parity_rows
+        ["model", "runtime", "top-1 agreement (95% bound)", "accuracy (95% CI)", "accuracy drop (95% bound)", "max abs Δlogit", "gate"], parity_rows
     )
     lines += ["", "### Latency per invoke", ""]
     lines += table(["model", "runtime", "p50 (95% CI)", "p99", "peak RSS", "p50 here", "budget", "gate"], latency_rows)
@@ -129,7 +132,9 @@ def recommendation_lines(result: dict, sizes: dict[str, int], profile: TargetPro
 
 def board_report(results: list[dict], local: RuntimeChecks, sizes: dict[str, int], profile: TargetProfile) -> str:
     settings = results[0]["settings"]
-    lines = [f"# Boards: {profile.name}", "", INTRODUCTION.format(golden=results[0]["golden_examples"], **settings)]
+    golden = results[0]["golden_examples"]
+    lines = [f"# Boards: {profile.name}", "", INTRODUCTION.format(golden=golden, **settings)]
+    lines += [golden_size_words(golden, profile.golden_examples_to_decide, local.test_examples), ""]
     where = local.stack
     lines += [f"*p50 here* is this build machine's runtime check of the same model and runtime, on {where}.", ""]
     for result in results:

@@ -19,7 +19,6 @@ peak memory per model), and its manifest which runtimes run each model.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gzip
 import io
 import json
@@ -308,7 +307,7 @@ def manifest(profile: TargetProfile, folder: Path, reference: Path, target: Targ
         "default_model": ARTIFACTS[default].path,
         "default_runtime": runtimes[default][0],
         "default_models": default_models(profile, record.get("recommended", {})),
-        "tolerances": dataclasses.asdict(profile.tolerances),
+        "tolerances": profile.tolerances.limits(),
         # The artifact table's checks, applied on the board by bench.py --parity exactly as in the build.
         "parity_checks": {name: [list(check) for check in ARTIFACTS[name].parity] for name in profile.runtime_artifacts},
         "files": {

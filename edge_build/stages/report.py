@@ -20,6 +20,7 @@ from pathlib import Path
 from edge_build import cli, recommend, saved_model, xla
 from edge_build.artifacts import ARTIFACTS
 from edge_build.atomic import atomic_output
+from edge_build.board.decision import golden_size_words
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
 from edge_build.layout import Target
@@ -50,7 +51,8 @@ def render_runtime_checks(summary: RuntimeChecks, profile: TargetProfile) -> lis
         "## Runtime checks",
         "",
         f"Golden set: {summary.golden_examples} test examples (`golden.npz`); each runtime ran in its own process "
-        f"({settings['threads']} thread(s), batch {settings['batch']}, {settings['warmup']} warm-up and {settings['runs']} timed invokes).",
+        f"({settings['threads']} thread(s), batch {settings['batch']}, {settings['warmup']} warm-up and {settings['runs']} timed invokes). "
+        + golden_size_words(summary.golden_examples, summary.golden_examples_to_decide, summary.test_examples),
         "",
     ]
     environment = summary.environment
@@ -78,7 +80,7 @@ def render_runtime_checks(summary: RuntimeChecks, profile: TargetProfile) -> lis
                 f"{p['mean_abs_logit_error']:.3g}",
                 f"{p['accuracy']:.4f}",
                 f"{host['max_abs_logit_error']:.3g}",
-                "pass",
+                "pass" + "".join(f"; *undecided*: {note}" for note in r["undecided"]["parity"]),
             ]
         )
     lines += table(
@@ -97,11 +99,15 @@ def render_runtime_checks(summary: RuntimeChecks, profile: TargetProfile) -> lis
     )
     limits = profile.tolerances.limits()
     gates = "; ".join(
-        f"{name}: " + ", ".join(f"{what} {op} {limits[key]:g} (`{key}`)" for what, _, op, key in ARTIFACTS[name].parity) for name in summary.artifacts
+        f"{name}: "
+        + ", ".join(f"{what} {op} {bound_words(limits[key])} ({keys_words(key, limits[key])})" for what, _, op, key in ARTIFACTS[name].parity)
+        for name in summary.artifacts
     )
     lines += [
         "",
         f"Tolerances ({profile.source}), the same checks `bench.py --parity` applies on the board: {gates}. "
+        "A proportion's point estimate passes or fails its gate; a pass whose one-sided exact 95% bound does not clear "
+        "the limit is *undecided*, here and on the board alike. "
         "The tf.lite.Interpreter column compares the runtime with TensorFlow's own interpreter on the same file: "
         "a difference there is the runtime's version, not quantization.",
         "",
@@ -267,6 +273,20 @@ def interval(figures: dict) -> str:
     return f"{low:.3f}–{high:.3f}"
 
 
+def keys_words(key: str, bound) -> str:
+    """The profile keys behind a tolerance: a scaled logit bound's factors and the key that would override them, or the key itself."""
+    if isinstance(bound, dict):
+        return f"`{key.removesuffix('_max_abs_logit')}_logit_rtol`, `logit_atol`; `{key}` overrides"
+    return f"`{key}`"
+
+
+def bound_words(bound) -> str:
+    """A tolerance as ``board.parity.limit_of`` applies it: a number, or a logit-error bound scaled by the reference's logits."""
+    if isinstance(bound, dict):
+        return f"{bound['rtol']:.3g} × the reference's largest |logit| + {bound['atol']:g}"
+    return f"{bound:g}"
+
+
 def render_xla_checks(checks: dict) -> list[str]:
     tolerance = checks["parity"]["tolerance"]
     lines = [
@@ -275,13 +295,15 @@ def render_xla_checks(checks: dict) -> list[str]:
         "",
         f"Every figure below was taken on {xla.describe(checks['device'])} (`xla_checks.json`). "
         f"Parity: both signatures of `saved_model_xla` on all {checks['parity']['examples']} test examples against the reference CPU SavedModel "
-        f"(`classify_ids` on the reference's token ids, `serving_default` on the raw texts), max abs Δlogit allowed {tolerance['max_abs_logit']:g} (`{tolerance['key']}`).",
+        f"(`classify_ids` on the reference's token ids, `serving_default` on the raw texts), max abs Δlogit held to {bound_words(tolerance['bound'])} "
+        f"({keys_words(tolerance['key'], tolerance['bound'])}).",
         "",
     ]
     rows = [
         [
             f"`{signature}`",
             f"{f['max_abs_logit_error']:.3g}",
+            f"{f['limit']:.3g}",
             f"{f['mean_abs_logit_error']:.3g}",
             f"{f['top1_agreement']:.4f}",
             str(f.get("labels_differing", "— (no label output)")),
@@ -289,7 +311,7 @@ def render_xla_checks(checks: dict) -> list[str]:
         ]
         for signature, f in checks["parity"]["signatures"].items()
     ]
-    lines += table(["signature", "max abs Δlogit", "mean abs Δlogit", "top-1 agreement", "labels differing", "gate"], rows)
+    lines += table(["signature", "max abs Δlogit", "allowed", "mean abs Δlogit", "top-1 agreement", "labels differing", "gate"], rows)
     lines += [
         "",
         "Compilation, each signature in a fresh process of its own (XLA's dump directory counts the modules it compiles; "

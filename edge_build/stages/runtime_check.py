@@ -155,7 +155,7 @@ def machine_independent(checks: dict) -> dict:
 
 def runtime_checks(profile: TargetProfile, test: TestSplit, target: Target, runtime_env: Path) -> dict:
     environment = read_environment(runtime_env)
-    golden = build_golden(test, profile.checks.golden_examples, any(ARTIFACTS[a].inputs == "text" for a in profile.runtime_artifacts))
+    golden = build_golden(test, profile.golden_examples(len(test.labels)), any(ARTIFACTS[a].inputs == "text" for a in profile.runtime_artifacts))
     files = target.runtime_check_files
     with atomic_outputs(*files.values()) as temporaries, tempfile.TemporaryDirectory() as scratch:
         written = dict(zip(files, temporaries))
@@ -173,6 +173,8 @@ def runtime_checks(profile: TargetProfile, test: TestSplit, target: Target, runt
             "environment": environment,
             "stack": describe(environment),
             "golden_examples": int(len(golden["labels"])),
+            "golden_examples_to_decide": profile.golden_examples_to_decide,
+            "test_examples": int(len(test.labels)),
             "settings": dataclasses.asdict(profile.checks),
             "checks": checks,
         }
@@ -198,6 +200,7 @@ def summary_lines(summary: dict) -> list[str]:
             f"max |Δlogit| {p['max_abs_logit_error']:.3g}, vs tf.lite {r['runtime_vs_tf_lite']['max_abs_logit_error']:.3g}; "
             f"p50 {latency['p50_us']:.1f} µs, p99 {latency['p99_us']:.1f} µs, peak RSS {r['peak_rss_mb']:.0f} MB"
             + (f" on {r['machine']} (emulated: timings not representative)" if r["emulated"] else "")
+            + "".join(f"; undecided: {note}" for note in r["undecided"]["parity"])
         )
     return lines
 
