@@ -13,7 +13,7 @@ Scales: BBC News repeated N times (each article N times, as a folder dataset)
 shows how each stage grows with the corpus; only the clean build is timed there,
 once per scale, and the slope per stage is seconds per 1,000 examples.
 ``--quick`` builds a 200-article slice of BBC News with a small model, once, and
-does not hold that model to the profile's INT8 and float16 tolerances: it checks the script
+does not hold that model to the profile's INT8 tolerances (the float ones scale with it): it checks the script
 works, its figures mean little.
 """
 
@@ -38,7 +38,7 @@ QUICK_HPARAMS = {"vocab_size = 8000": "vocab_size = 2000", 'sequence_length = "a
 # A model this small agrees with its INT8 version less often than the profile demands, and trails the classical
 # baseline by more than the quality margin; --quick times, it does not gate. Tolerance key -> relaxed value, set
 # where the profile sets that key (one it leaves out keeps its default).
-QUICK_TOLERANCES = {"int8_min_top1_agreement": "0.5", "int8_max_accuracy_drop": "0.5", "fp16_max_abs_logit": "1.0"}
+QUICK_TOLERANCES = {"int8_min_top1_agreement": "0.5", "int8_max_accuracy_drop": "0.5"}
 QUICK_QUALITY_MARGIN = "quality_margin=100"
 QUICK_PER_CLASS = 40
 

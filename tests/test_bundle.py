@@ -172,12 +172,12 @@ def test_the_board_refuses_an_accuracy_drop_the_build_refuses(tiny_artifacts, ti
 
     refused = run_bench(tiny_bundle["runtime_env"], target.bundle_dir, "--parity", *quick, "--out", str(tmp_path / "refused.json"))
     assert refused.returncode == 1, refused.stdout + refused.stderr
-    assert "parity: OUTSIDE the build's tolerances: accuracy drop 0.166667 (allowed <= 0.1)" in refused.stdout.splitlines()
+    assert "parity: OUTSIDE the build's tolerances: accuracy drop 0.166667 (allowed <= 0.1, int8_max_accuracy_drop)" in refused.stdout.splitlines()
     figures = json.loads((tmp_path / "refused.json").read_text(encoding="utf-8"))["parity"]
     assert figures["top1_agreement"] == pytest.approx(10 / 12) and figures["accuracy"] == pytest.approx(10 / 12)
     assert figures["reference_accuracy"] == 1.0
     # The build's gate, on the same figures, breaks on exactly the same check.
-    assert parity.breaches("tflite_int8", figures, profile.tolerances) == ["accuracy drop 0.166667 (allowed <= 0.1)"]
+    assert parity.breaches("tflite_int8", figures, profile.tolerances) == ["accuracy drop 0.166667 (allowed <= 0.1, int8_max_accuracy_drop)"]
 
 
 def test_bench_options_are_honoured_as_written_and_never_abbreviated(tiny_bundle, tmp_path: Path):

@@ -163,7 +163,7 @@ def test_int8_logits_when_the_profile_asks_for_them(tiny_artifacts, tmp_path: Pa
 def test_a_tolerance_below_what_the_model_achieves_stops_the_build(tiny_artifacts, tmp_path: Path):
     with pytest.raises(
         StageError,
-        match=r"model_fp32.tflite for .*trial.toml: on the validation split against the Keras model, max \|Δlogit\| .* \(allowed <= 1e-12\)",
+        match=r"model_fp32.tflite for .*trial.toml: on the validation split against the Keras model, max \|Δlogit\| .* \(allowed <= 1e-12, fp32_max_abs_logit\)",
     ):
         convert_for(tiny_artifacts, tmp_path, TINY_PROFILE.replace("fp32_max_abs_logit = 1e-4", "fp32_max_abs_logit = 1e-12"), "fp32")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -109,8 +109,7 @@ def verdicts(checks: Sequence[Sequence], figures: Mapping, tolerances: Mapping) 
         bound = passing_side_bound(figure, figures)
         decided = bound is None or (bound <= limit if op == "<=" else bound >= limit)
         verdict = "fail" if not meets else "pass" if decided else "undecided"
-        allowed = f"allowed {op} {limit:.6g}" + (f", {derivation}" if derivation != key else "")
-        message = f"{what} {value:.6g} ({allowed})"
+        message = f"{what} {value:.6g} (allowed {op} {limit:.6g}, {derivation})"
         if verdict == "undecided":
             message += f": its 95% bound {bound:.6g} on {figures['examples']} examples does not clear the limit"
         judged.append({"check": what, "key": key, "value": value, "limit": limit, "bound": bound, "verdict": verdict, "message": message})
@@ -118,7 +117,7 @@ def verdicts(checks: Sequence[Sequence], figures: Mapping, tolerances: Mapping) 
 
 
 def breaches(checks: Sequence[Sequence], figures: Mapping, tolerances: Mapping) -> list[str]:
-    """Each check the figures break, as ``"<what> <value> (allowed <op> <limit>[, how the limit was reached])"``."""
+    """Each check the figures break, as ``"<what> <value> (allowed <op> <limit>, <the key, or how the limit was reached>)"``."""
     return [v["message"] for v in verdicts(checks, figures, tolerances) if v["verdict"] == "fail"]
 
 
