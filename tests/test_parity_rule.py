@@ -55,7 +55,10 @@ def test_a_perfect_agreement_decides_099_from_299_examples():
     (below, _) = verdicts(checks, agreement_figures(298, 298), limits)
     (at, _) = verdicts(checks, agreement_figures(299, 299), limits)
     assert below["verdict"] == "undecided" and below["bound"] < 0.99
-    assert below["message"] == "top-1 agreement 1 (allowed >= 0.99, int8_min_top1_agreement): its 95% bound 0.989998 on 298 examples does not clear the limit"
+    assert (
+        below["message"]
+        == "top-1 agreement 1 (allowed >= 0.99, int8_min_top1_agreement): its 95% bound 0.989998 on 298 examples does not clear the limit"
+    )
     assert at["verdict"] == "pass" and at["bound"] >= 0.99
 
 
@@ -108,7 +111,9 @@ def test_the_float16_bound_scales_with_the_logits():
 
 def test_an_absolute_bound_overrides_the_scaled_one():
     figures = compare(*large_logit_outputs(40.0, 0.004))
-    assert parity.breaches("tflite_fp16", figures, Tolerances(fp16_max_abs_logit=3e-3)) == ["max |Δlogit| 0.004 (allowed <= 0.003, fp16_max_abs_logit)"]
+    assert parity.breaches("tflite_fp16", figures, Tolerances(fp16_max_abs_logit=3e-3)) == [
+        "max |Δlogit| 0.004 (allowed <= 0.003, fp16_max_abs_logit)"
+    ]
     assert parity.breaches("tflite_fp16", figures, Tolerances()) == []
 
 

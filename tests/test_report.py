@@ -112,7 +112,8 @@ def test_a_tolerance_breach_on_the_test_split_fails_the_report(tiny_artifacts, t
     for stale in ("eval.json", "report.md"):
         (out / stale).unlink(missing_ok=True)
     with pytest.raises(
-        StageError, match=r"targets/tiny.toml tolerances broken on the test split: tflite_fp32: max \|Δlogit\| .* \(allowed <= 1e-12, fp32_max_abs_logit\)"
+        StageError,
+        match=r"targets/tiny.toml tolerances broken on the test split: tflite_fp32: max \|Δlogit\| .* \(allowed <= 1e-12, fp32_max_abs_logit\)",
     ) as caught:
         evaluate_and_report(profile, tiny_artifacts, tiny_artifacts["xla_checks"], Target(out, "tiny"))
     assert str(caught.value).startswith(f"{tmp_path / 'targets' / 'tiny.toml'} tolerances broken")  # the profile's own file
