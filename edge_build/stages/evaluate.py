@@ -39,6 +39,10 @@ def drive(args: argparse.Namespace) -> None:
     target = Target(args.target_dir, profile.name)
     evaluation = build_evaluation(profile, EvaluationInputs(args.reference, args.reference_logits, args.test, args.labels), target)
     print(f"evaluate: {len(evaluation['artifacts'])} artifact(s) of {profile.name} within tolerances on the test split -> {target.evaluation}")
+    for name, record in evaluation["artifacts"].items():
+        for gate in record["gates"]:
+            if gate["verdict"] == "undecided":
+                print(f"evaluate: {name}: undecided: {gate['message']}")
 
 
 if __name__ == "__main__":

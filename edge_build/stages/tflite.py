@@ -469,6 +469,7 @@ def drive(args: argparse.Namespace) -> None:
     print(
         f"tflite: {args.model} {report['size_bytes'] / 1e6:.2f} MB; val top-1 agreement {figures['top1_agreement']:.4f}, "
         f"max |Δlogit| {figures['max_abs_logit_error']:.3g}; Flex ops: {flex}; {runtimes}"
+        + "".join(f"; undecided: {g['message']}" for g in report["validation_gates"] if g["verdict"] == "undecided")
     )
 
 
