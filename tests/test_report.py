@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from conftest import REPO, TINY_PROFILE, environment_with, evaluate_and_report, with_litert, without_artifacts, write_profile
 
+from edge_build.artifacts import ARTIFACTS
 from edge_build.config.profile import load_profile
 from edge_build.errors import StageError
 from edge_build.layout import Target
@@ -42,10 +43,12 @@ def test_the_report_evaluates_every_artifact_against_the_reference(tiny_artifact
     evaluation = evaluate_and_report(profile, tiny_artifacts, tiny_artifacts["xla_checks"], Target(target, "tiny"))
     assert json.loads((target / "eval.json").read_text()) == evaluation
     assert list(evaluation["artifacts"]) == ["saved_model_cpu", "saved_model_xla", "tflite_fp32", "tflite_fp16", "tflite_int8"]
-    for result in evaluation["artifacts"].values():
+    for name, result in evaluation["artifacts"].items():
         assert result["examples"] == 6 and np.sum(result["confusion_matrix"]) == 6
         assert result["correct"] == int(np.trace(result["confusion_matrix"]))
-        assert result["size_bytes"] > 0 and result["tolerance_breaches"] == []
+        # Every parity check of the artifact's row was judged, and none failed.
+        assert [g["check"] for g in result["gates"]] == [check[0] for check in ARTIFACTS[name].parity]
+        assert result["size_bytes"] > 0 and all(g["verdict"] != "fail" for g in result["gates"])
     artifacts = evaluation["artifacts"]
     assert artifacts["saved_model_cpu"]["parity"]["max_abs_logit_error"] == 0.0
     assert artifacts["saved_model_xla"]["parity"]["max_abs_logit_error"] <= 1e-4

@@ -17,7 +17,7 @@ def test_the_xla_checks_record_parity_compilation_and_warm_up(tiny_artifacts):
     record = json.loads(tiny_artifacts["xla_checks"].read_text())
     assert record["device"]["backend"] == "cpu" and record["device"]["device"] == "/CPU:0"
     parity = record["parity"]
-    assert parity["examples"] == 6 and parity["tolerance"] == {"key": "xla_max_abs_logit", "max_abs_logit": 1e-4}
+    assert parity["examples"] == 6 and parity["tolerance"] == {"key": "xla_max_abs_logit", "bound": 1e-4}
     for signature in ("classify_ids", "serving_default"):
         assert parity["signatures"][signature]["max_abs_logit_error"] <= 1e-4 and parity["signatures"][signature]["top1_agreement"] == 1.0
         calls = record["compilation"][signature]
