@@ -84,7 +84,7 @@ def test_the_report_evaluates_every_artifact_against_the_reference(tiny_artifact
     for signature in ("classify_ids", "serving_default"):
         figures = checks["parity"]["signatures"][signature]
         assert (
-            f"| `{signature}` | {figures['max_abs_logit_error']:.3g} | {figures['mean_abs_logit_error']:.3g} | {figures['top1_agreement']:.4f} |"
+            f"| `{signature}` | {figures['max_abs_logit_error']:.3g} | {figures['limit']:.3g} | {figures['mean_abs_logit_error']:.3g} | {figures['top1_agreement']:.4f} |"
             in markdown
         )
         for call in checks["compilation"][signature]:
