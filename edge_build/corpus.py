@@ -9,7 +9,7 @@ data stage (``edge_build.stages.data``) reads with it, then splits and writes.
   - a directory of ``<label>/<file>`` text files,
   - a ``.csv`` (delimiter ``,``) or ``.tsv`` (tab) file with a header row: ``text_column`` and
     ``label_column`` (default ``text`` and ``label``) name the columns used, any others are
-    ignored; ``delimiter`` (one character; ``\\t`` or ``tab`` for a tab) overrides the delimiter,
+    ignored; ``delimiter`` (one character, or ``\\t``, ``tab``, ``comma``, ``semicolon``, ``pipe``) overrides the delimiter,
   - a ``.jsonl`` file, one JSON object per non-blank line: the column options name its keys;
     the text is a JSON string, the label a JSON string or integer (used as its decimal string).
 The folder layouts ignore the column options.
@@ -43,7 +43,8 @@ DATASET_FORMS = (
     "a .jsonl file of {text, label} objects, or " + ", ".join(EMBEDDED_PREFIX + name for name in EMBEDDED)
 )
 #: How a tab can be written on a command line.
-TAB_SPELLINGS = ("\\t", "tab")
+#: Delimiters by name, for the ones a shell or a command line makes awkward to type.
+NAMED_DELIMITERS = {"\\t": "\t", "tab": "\t", "comma": ",", "semicolon": ";", "pipe": "|"}
 #: Delimiters that, inside a header read as one column, suggest the file uses another delimiter.
 COMMON_DELIMITERS = (",", "\t", ";", "|")
 LABEL_CONFLICT_RULES = ("drop", "train")
@@ -69,9 +70,10 @@ class Entry(Protocol):
 
 def delimiter_character(option: str) -> str:
     """The character ``--delimiter`` names."""
-    character = "\t" if option in TAB_SPELLINGS else option
+    character = NAMED_DELIMITERS.get(option, option)
     if len(character) != 1 or character in '"\r\n':
-        raise DatasetError(f"delimiter={option!r}: expected one character other than a quote or a line break (\\t or tab for a tab)")
+        names = ", ".join(NAMED_DELIMITERS)
+        raise DatasetError(f"delimiter={option!r}: expected one character other than a quote or a line break, or one of {names}")
     return character
 
 

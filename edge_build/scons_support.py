@@ -13,6 +13,8 @@ import importlib.util
 import json
 import os
 import re
+import shlex
+import subprocess
 from pathlib import Path
 
 from edge_build.corpus import EMBEDDED, EMBEDDED_PREFIX
@@ -148,3 +150,31 @@ def stage_code(stage: str) -> list[Path]:
 def calibration_files(directory: Path) -> list[Path]:
     """Everything under ``calibration/``: editing any of it rebuilds the representative set."""
     return sorted(p for p in Path(directory).rglob("*") if p.is_file() and not p.name.startswith("."))
+
+
+#: Characters no build variable may hold: they end or split a line wherever a value is written down.
+FORBIDDEN_IN_VARIABLES = {"\0": "NUL", "\r": "CR", "\n": "LF"}
+
+
+def refuse_control_characters(arguments: dict[str, str]) -> None:
+    """A ``key=value`` of the command line holding NUL, CR or LF is refused, naming the key."""
+    for key, value in arguments.items():
+        found = [name for character, name in FORBIDDEN_IN_VARIABLES.items() if character in value]
+        if found:
+            raise ValueError(f"{key}=: holds {' and '.join(found)}, which no build variable may hold")
+
+
+def run_argv(target, source, env) -> int:
+    """A SCons function action: run ``env["ARGV"]`` as a list of words, with no shell and no SCons substitution
+    between a value and the program (a user's ``$``, backtick, ``;`` or ``${...}`` stays data); its exit status."""
+    return subprocess.run(list(env["ARGV"]), env=env["ENV"], check=False).returncode
+
+
+def show_argv(target, source, env) -> str:
+    """What SCons prints for ``run_argv``: the words as a shell would need them typed."""
+    return shlex.join(env["ARGV"])
+
+
+def argv_signature(words: list[str]) -> str:
+    """What SCons compares to decide whether a command reruns: a digest of its words (hex, nothing to substitute)."""
+    return hashlib.sha256(json.dumps(words).encode("utf-8")).hexdigest()

@@ -486,6 +486,40 @@ def test_a_missing_dataset_is_named(tmp_path: Path):
     assert not (tmp_path / "build" / "data").exists() or not any((tmp_path / "build" / "data").iterdir())
 
 
+def write_delimited(path: Path, delimiter: str) -> Path:
+    """Two classes of two texts each, ``delimiter``-separated: the columns are found, and the split then needs more."""
+    rows = ["text", "label"], ["a match report", "sport"], ["a goal", "sport"], ["a new chip", "tech"], ["a phone", "tech"]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(delimiter.join(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+TOO_FEW = "a 80/10/10 split needs at least 3 per class"
+
+
+@pytest.mark.parametrize("typed, character", [("\\t", "\t"), ("tab", "\t"), (";", ";"), ("|", "|"), ("pipe", "|")])
+def test_a_delimiter_reaches_the_data_stage_as_typed(tmp_path: Path, typed: str, character: str):
+    # Before, SCons's shell line turned \t into t and split the command at ; and |.
+    dataset = write_delimited(tmp_path / "data.csv", character)
+    result = scons("data", f"dataset={dataset}", f"delimiter={typed}", f"build_dir={tmp_path / 'build'}", check=False)
+    assert result.returncode == 2 and TOO_FEW in result.stderr and "missing column" not in result.stderr, result.stderr
+
+
+def test_a_hostile_value_is_data_and_runs_nothing(tmp_path: Path):
+    marker = tmp_path / "ran"
+    dataset = write_delimited(tmp_path / "data.csv", ",")
+    for value in (f"`touch {marker}`x", f"$(touch {marker})", f"x; touch {marker}", f"${{__import__('os').system('touch {marker}')}}"):
+        result = scons("data", f"dataset={dataset}", f"label_column={value}", f"build_dir={tmp_path / 'build'}", check=False)
+        assert result.returncode == 2 and f"missing column(s) {value} (found: text, label)" in result.stderr, result.stderr
+    # A dataset path with a dollar, a quote, a backtick and a space reads as it is.
+    odd = write_delimited(tmp_path / 'we$ird "na`me` here' / "data.csv", ",")
+    result = scons("data", f"dataset={odd}", f"build_dir={tmp_path / 'build'}", check=False)
+    assert result.returncode == 2 and f"{odd}:" in result.stderr and TOO_FEW in result.stderr, result.stderr
+    lines = scons("data", f"dataset={dataset}", "label_column=a\nb", check=False)
+    assert lines.returncode == 2 and "label_column=: holds LF, which no build variable may hold" in lines.stderr
+    assert not marker.exists()
+
+
 def test_target_list_and_unknown_targets():
     profiles = sorted(path.stem for path in (REPO / "targets").glob("*.toml"))
     listed = scons("target=list")

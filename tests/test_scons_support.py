@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,3 +76,44 @@ def test_a_single_file_and_a_missing_dataset(tmp_path: Path):
     assert scons_support.dataset_digest("embedded:unknown", tmp_path / "memo.json") == scons_support.dataset_digest(
         str(tmp_path / "none"), tmp_path / "memo.json"
     )
+
+
+#: Words a shell or SCons's substitution would act on: each must reach the program unchanged.
+HOSTILE_WORDS = [
+    "`touch {marker}`x",
+    "$(touch {marker})",
+    "x; touch {marker}",
+    "${__import__('os').system('touch {marker}')}",
+    'a"b',
+    "$HOME",
+    "\\t",
+    "|",
+]
+
+
+def test_run_argv_hands_every_word_over_unchanged_and_runs_nothing_else(tmp_path: Path):
+    marker = tmp_path / "ran"
+    words = [word.replace("{marker}", str(marker)) for word in HOSTILE_WORDS]
+    out = tmp_path / "argv.json"
+    program = "import json, sys; json.dump(sys.argv[2:], open(sys.argv[1], 'w'))"
+    env = {"ARGV": [sys.executable, "-c", program, str(out), *words], "ENV": dict(os.environ)}
+    assert scons_support.run_argv([], [], env) == 0
+    assert json.loads(out.read_text()) == words and not marker.exists()
+    assert scons_support.show_argv([], [], env).endswith(shlex.join(words))  # what verbose=1 shows can be pasted into a shell
+    env["ARGV"] = [sys.executable, "-c", "raise SystemExit(3)"]
+    assert scons_support.run_argv([], [], env) == 3
+
+
+def test_a_commands_signature_follows_its_words():
+    words = ["-m", "edge_build.stages.data", "--label-column", "a b"]
+    signature = scons_support.argv_signature(words)
+    assert re.fullmatch(r"[0-9a-f]{64}", signature)  # nothing in it for SCons to substitute
+    assert scons_support.argv_signature(list(words)) == signature
+    assert scons_support.argv_signature([*words[:-1], "a  b"]) != signature
+
+
+@pytest.mark.parametrize("value, named", [("a\nb", "LF"), ("a\rb", "CR"), ("a\0b", "NUL"), ("a\r\nb", "CR and LF")])
+def test_a_variable_with_a_line_break_or_nul_is_refused(value: str, named: str):
+    with pytest.raises(ValueError, match=f"^label_column=: holds {named}, which no build variable may hold$"):
+        scons_support.refuse_control_characters({"dataset": "ok.csv", "label_column": value})
+    scons_support.refuse_control_characters({"label_column": "`$;|\"'\t"})  # a tab is a delimiter, not a line break
