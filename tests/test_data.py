@@ -348,8 +348,14 @@ def test_bad_tables_name_the_file_and_line_in_one_line_and_write_nothing(tmp_pat
 @pytest.mark.parametrize(
     "options, message",
     [
-        (dict(delimiter=";;"), "delimiter=';;': expected one character other than a quote or a line break, or one of \\t, tab, comma, semicolon, pipe"),
-        (dict(delimiter='"'), "delimiter='\"': expected one character other than a quote or a line break, or one of \\t, tab, comma, semicolon, pipe"),
+        (
+            dict(delimiter=";;"),
+            "delimiter=';;': expected one character other than a quote or a line break, or one of \\t, tab, comma, semicolon, pipe",
+        ),
+        (
+            dict(delimiter='"'),
+            "delimiter='\"': expected one character other than a quote or a line break, or one of \\t, tab, comma, semicolon, pipe",
+        ),
         (dict(label_conflicts="keep"), "label_conflicts='keep': expected drop or train"),
         (dict(near_duplicates="merge"), "near_duplicates='merge': expected report or group"),
         (dict(text_column="label"), "text_column='label', label_column='label': expected two different non-empty names"),

@@ -312,7 +312,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--text-column", default="text", help="column (.csv, .tsv) or key (.jsonl) of the text (default: %(default)s)")
     parser.add_argument("--label-column", default="label", help="column (.csv, .tsv) or key (.jsonl) of the label (default: %(default)s)")
     parser.add_argument(
-        "--delimiter", default="", help=r"delimiter of a .csv or .tsv file: one character, or \t, tab, comma, semicolon, pipe (default: , for .csv, tab for .tsv)"
+        "--delimiter",
+        default="",
+        help=r"delimiter of a .csv or .tsv file: one character, or \t, tab, comma, semicolon, pipe (default: , for .csv, tab for .tsv)",
     )
     parser.add_argument(
         "--label-conflicts",
