@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
+import threading
 from pathlib import Path
 
 from edge_build.config.boards import Board
@@ -20,6 +21,8 @@ from edge_build.errors import StageError
 
 #: The board agent, streamed to the board's Python on each call.
 AGENT = Path(__file__).resolve().parent / "board" / "agent.py"
+#: The most a board may print on one stream of one call: its answers are JSON, logits included (a few MB).
+ANSWER_LIMIT = 64 * 2**20
 #: Seconds ssh waits for the board to answer a connection.
 CONNECT_TIMEOUT_S = 15
 #: The shell's exit codes for a command that is not there or not executable.
@@ -42,6 +45,17 @@ SSH_FAULTS = (
     ("Could not resolve hostname", "unreachable", "unknown host name"),
     ("Name or service not known", "unreachable", "unknown host name"),
 )
+
+
+def _read_capped(stream, kept: bytearray, over: threading.Event, process: subprocess.Popen) -> None:
+    """Keep what ``stream`` gives up to ``ANSWER_LIMIT`` bytes; past it, set ``over`` and stop the process."""
+    while chunk := stream.read(1 << 16):
+        if len(kept) + len(chunk) > ANSWER_LIMIT:
+            over.set()
+            process.kill()
+            break
+        kept += chunk
+    stream.close()
 
 
 class BoardFault(StageError):
@@ -90,12 +104,33 @@ class Connection:
         ]
 
     def _call(self, command: list[str], timeout_s: float, stdin: str | None) -> subprocess.CompletedProcess:
+        """Run ``command``; its output read up to ``ANSWER_LIMIT`` bytes a stream and decoded with replacement (a board's bytes are not trusted)."""
         try:
-            return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            raise BoardFault(self.board.address, "timeout", f"no result after {timeout_s:g} s (ssh stopped)") from None
+            process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except FileNotFoundError:
             raise BoardFault(self.board.address, "no ssh client", f"{command[0]} not found on this machine (install OpenSSH's client)") from None
+        streams = {"stdout": bytearray(), "stderr": bytearray()}
+        over = threading.Event()
+        readers = [threading.Thread(target=_read_capped, args=(getattr(process, name), kept, over, process)) for name, kept in streams.items()]
+        for reader in readers:
+            reader.start()
+        try:
+            process.stdin.write((stdin or "").encode("utf-8"))
+            process.stdin.close()
+        except BrokenPipeError:
+            pass  # the command ended without reading it: its exit status says why
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise BoardFault(self.board.address, "timeout", f"no result after {timeout_s:g} s (ssh stopped)") from None
+        finally:
+            for reader in readers:
+                reader.join()
+        if over.is_set():
+            raise BoardFault(self.board.address, "answer too large", f"more than {ANSWER_LIMIT // 2**20} MiB of output (ssh stopped)")
+        text = {name: kept.decode("utf-8", errors="replace") for name, kept in streams.items()}
+        return subprocess.CompletedProcess(command, process.returncode, text["stdout"], text["stderr"])
 
     def _ssh_fault(self, done: subprocess.CompletedProcess, otherwise: str = "ssh failed") -> BoardFault:
         """What ssh's message says went wrong with the connection, or ``otherwise`` with its last line."""

@@ -263,3 +263,63 @@ def test_a_p50_interval_and_the_invokes_that_would_decide_a_budget():
     needed = samples_to_decide(400, (low, high), float(np.median(invokes)), inside)
     assert needed > 400
     assert samples_to_decide(400, (low, high), 100.0, 100.0) == math.inf
+
+
+LYING_BOARD = """#!{python}
+# A board whose Python runs the agent, then forges its answer to `run`: {mode}.
+import json, subprocess, sys
+done = subprocess.run([{python!r}, *sys.argv[1:]], input=sys.stdin.read(), capture_output=True, text=True)
+sys.stderr.write(done.stderr)
+if sys.argv[2:3] != ["run"] or done.returncode:
+    sys.stdout.write(done.stdout)
+    sys.exit(done.returncode)
+answer = json.loads(done.stdout.strip().splitlines()[-1])
+mode = {mode!r}
+if mode == "short":
+    answer["checks"].pop()
+elif mode == "nan-p50":
+    answer["checks"][0]["latency"]["p50_us"] = float("nan")
+elif mode == "wrong-logits":
+    answer["checks"][0]["logits_npy"] = answer["checks"][1]["logits_npy"][:64]
+elif mode == "flood":
+    sys.stdout.write("x" * (100 * 2**20))
+elif mode == "emulated":
+    for check in answer["checks"]:
+        check["emulated"] = True
+print(json.dumps(answer))
+"""
+
+
+def lying_board(tmp_path: Path, board_python: str, mode: str) -> str:
+    path = tmp_path / f"lying-{mode}"
+    path.write_text(LYING_BOARD.format(python=board_python, mode=mode), encoding="utf-8")
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "mode, where, cause",
+    [
+        ("short", "(all)", "bad answer: 3 checks asked for, 2 returned"),
+        ("nan-p50", "tflite-runtime on board", "answer refused: p50 nan µs does not match its own timed invokes'"),
+        ("wrong-logits", "tflite-runtime on board", "answer refused: "),
+        ("flood", "(all)", "answer too large: more than 64 MiB of output (ssh stopped)"),
+    ],
+)
+def test_a_board_answer_that_cannot_be_believed_is_one_row(ssh_server, board_python, target, tmp_path: Path, capsys, mode, where, cause):
+    cache = tmp_path / "board-cache"
+    address = board_address("board", lying_board(tmp_path, board_python, mode), cache)
+    code, _, err = check(profile_file(tmp_path), target, address, ssh_server.ssh_config, capsys)
+    assert code == cli.EXIT_USER_ERROR and "Traceback" not in err
+    rows = [line for line in err.splitlines() if line.startswith("  ") and cause in line]
+    assert len(rows) == 1 and where in rows[0], err
+    assert_nothing_written(target, "board")
+
+
+def test_the_build_decides_emulation_not_the_board(ssh_server, board_python, target, tmp_path: Path, capsys):
+    # A board claiming its timings are emulated would turn the latency budgets into notes.
+    address = board_address("board", lying_board(tmp_path, board_python, "emulated"), tmp_path / "board-cache")
+    profile = profile_file(tmp_path, TINY_PROFILE.replace("int8_p50_ms = 1000.0", "int8_p50_ms = 0.000001"))
+    code, _, err = check(profile, target, address, ssh_server.ssh_config, capsys)
+    assert code == cli.EXIT_USER_ERROR and "(budget <= 1e-06 ms)" in err
+    assert_nothing_written(target, "board")

@@ -258,8 +258,9 @@ def run(args: argparse.Namespace) -> dict:
             model, runtime = check.split(":", 1)
             for leftover in os.listdir(scratch):
                 os.unlink(os.path.join(scratch, leftover))
+            # The check's own names last: the build matches each answer to what it asked for.
             results.append(
-                {"model": model, "runtime": runtime, **bench_one(sys.executable, bundle, model, runtime, args.bench, scratch, args.timeout)}
+                {**bench_one(sys.executable, bundle, model, runtime, args.bench, scratch, args.timeout), "model": model, "runtime": runtime}
             )
         return {"checks": results}
     finally:

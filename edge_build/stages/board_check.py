@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import argparse
 import base64
+import binascii
 import dataclasses
 import io
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -34,6 +36,7 @@ import numpy as np
 from edge_build import cli, parity
 from edge_build.atomic import atomic_outputs
 from edge_build.board.agent import MANIFEST
+from edge_build.board.bench import percentile_summary
 from edge_build.board.parity import load_golden, passing_side_bound
 from edge_build.board.runtime import INTERPRETER_MODULES
 from edge_build.config.boards import Board, parse_board
@@ -113,17 +116,65 @@ def latency_undecided(outcome: dict) -> list[str]:
     return [f"p50 budget {budget_us / 1e3:g} ms inside its 95% CI [{low / 1e3:.4g}, {high / 1e3:.4g}] ms: {more}"]
 
 
+def timings_of(answer: dict, runs: int) -> dict:
+    """The board's timing figures recomputed from its timed invokes, which must be ``runs`` finite, positive numbers
+    whose median is the p50 the board reported."""
+    latency = answer.get("latency")
+    invoke_us = latency.get("invoke_us") if isinstance(latency, dict) else None
+    if not isinstance(invoke_us, list) or len(invoke_us) != runs:
+        raise ValueError(f"{runs} timed invokes asked for, {len(invoke_us) if isinstance(invoke_us, list) else 'no list of'} returned")
+    values = np.asarray([v if isinstance(v, (int, float)) and not isinstance(v, bool) else np.nan for v in invoke_us], dtype=np.float64)
+    if not np.all(np.isfinite(values) & (values > 0)):
+        raise ValueError("a timed invoke that is not a finite, positive number of microseconds")
+    figures = {key: latency.get(key) for key in ("load_ms", "first_invoke_ms")}
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in figures.values()):
+        raise ValueError("a load or first-invoke time that is not a finite number")
+    recomputed = percentile_summary(values.tolist(), answer["batch"])
+    if not math.isclose(latency.get("p50_us", math.nan), recomputed["p50_us"], rel_tol=1e-9):
+        raise ValueError(f"p50 {latency.get('p50_us')!r} µs does not match its own timed invokes' {recomputed['p50_us']:.6g}")
+    return {**figures, **recomputed, "invoke_us": values.tolist()}
+
+
+def logits_of(answer: dict, reference: np.ndarray) -> np.ndarray:
+    """The board's logits for the golden set: a float32 .npy of the reference's shape, checked before its data is read."""
+    encoded = answer.get("logits_npy")
+    if not isinstance(encoded, str) or len(encoded) > 4 * (reference.nbytes + 4096) // 3 + 4:
+        raise ValueError(
+            f"logits: not a float32 array of shape {reference.shape} (an answer of {len(encoded) if isinstance(encoded, str) else 'no'} characters)"
+        )
+    stream = io.BytesIO(base64.b64decode(encoded, validate=True))
+    header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}.get(np.lib.format.read_magic(stream))
+    if header is None:
+        raise ValueError("logits: not a .npy file of format 1.0 or 2.0")
+    shape, _, dtype = header(stream)
+    if shape != reference.shape or dtype != np.dtype(np.float32):
+        raise ValueError(f"logits: {dtype} {shape} returned, float32 {reference.shape} expected")
+    stream.seek(0)
+    return np.load(stream, allow_pickle=False)
+
+
 def check_on_board(artifact: str, answer: dict, golden: dict, profile: TargetProfile) -> dict:
     """One model on one runtime, as the board ran it: gated through the same table as the runtime checks, with intervals.
 
-    As in the runtime checks, a runtime the profile does not require gates only on what it ran.
+    What the board sends is checked before it is believed: its invoke times (p50 is recomputed from them) and its
+    logits (size, type and shape); a board is hardware, so its timings are never taken as emulated, whatever it
+    says. A figure that fails these checks is a row of the failure table. As in the runtime checks, a runtime
+    the profile does not require gates only on what it ran.
     """
     outcome = {k: v for k, v in answer.items() if k not in ("model", "runtime", "logits_npy")}
-    if outcome["status"] != "ok":
+    outcome["emulated"] = False  # the build decides: this is the board itself
+    if outcome.get("status") != "ok":
         required = next(r.required for r in profile.runtimes if r.name == answer["runtime"])
-        outcome["problems"] = [outcome["status"]] if required else []
+        outcome["problems"] = [str(outcome.get("status"))] if required else []
         return outcome
-    outcome["logits"] = np.load(io.BytesIO(base64.b64decode(answer["logits_npy"])), allow_pickle=False)
+    try:
+        outcome["latency"] = timings_of(answer, profile.checks.runs)
+        outcome["logits"] = logits_of(answer, golden["reference_logits"])
+    except (ValueError, TypeError, KeyError, binascii.Error) as exc:
+        outcome.pop("latency", None)
+        outcome["status"] = f"answer refused: {exc}"
+        outcome["problems"] = [outcome["status"]]
+        return outcome
     outcome["parity"] = parity.compare(golden["reference_logits"], outcome["logits"], golden["labels"])
     # The parity gates and what they leave undecided, by the same rule as the build's runtime checks (board.decision).
     outcome["problems"] = parity.gate(artifact, outcome, profile.tolerances, profile.latency_budget_ms(artifact))
@@ -132,6 +183,18 @@ def check_on_board(artifact: str, answer: dict, golden: dict, profile: TargetPro
     outcome["undecided"]["latency"] = latency_undecided(outcome)
     del outcome["logits"]
     return outcome
+
+
+def answered_checks(answer: dict, asked: list[tuple[str, str]], where: str) -> list[dict]:
+    """The board's checks, one for each ``(model file, runtime)`` asked for, in that order; anything else is a fault."""
+    checks = answer.get("checks") if isinstance(answer, dict) else None
+    if not isinstance(checks, list) or len(checks) != len(asked):
+        count = len(checks) if isinstance(checks, list) else "no list of"
+        raise BoardFault(where, "bad answer", f"{len(asked)} checks asked for, {count} returned")
+    for (model, runtime), check in zip(asked, checks):
+        if not isinstance(check, dict) or (check.get("model"), check.get("runtime")) != (model, runtime):
+            raise BoardFault(where, "bad answer", f"a check of {model} on {runtime} asked for, another returned in its place")
+    return checks
 
 
 def planned_checks(profile: TargetProfile, system: dict) -> tuple[list[tuple[str, str]], dict]:
@@ -167,7 +230,8 @@ def check_board(profile: TargetProfile, board: Board, target: Target, ssh_config
     )
     golden = load_golden(str(target.golden))
     checks = {artifact: {} for artifact in profile.runtime_artifacts}
-    for (artifact, runtime), result in zip(pairs, answer["checks"]):
+    answered = answered_checks(answer, [(models[artifact], runtime) for artifact, runtime in pairs], connection.board.address)
+    for (artifact, runtime), result in zip(pairs, answered):
         checks[artifact][runtime] = check_on_board(artifact, result, golden, profile)
     for artifact in profile.runtime_artifacts:
         for runtime in profile.runtimes_for(artifact):
