@@ -24,6 +24,7 @@ import importlib.resources
 import io
 import json
 import re
+import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
@@ -166,7 +167,7 @@ def read_directory(root: Entry, display: str, kind: str) -> Corpus:
             digest.update(f"{class_dir.name}/{file.name}\0{len(data)}\0".encode())
             digest.update(data)
             text = decode_text(data, source, warnings)
-            examples.append(Example(text=text, label=class_dir.name, source=source))
+            examples.append(Example(text=text, label=checked_label(class_dir.name, str(class_dir)), source=source))
     return Corpus(examples, warnings, digest.hexdigest(), {"kind": kind})
 
 
@@ -231,6 +232,21 @@ def json_example(line: str, source: str, options: DataOptions) -> Example:
     return make_example(text, str(label), source)
 
 
+#: Unicode categories no label may hold: ``labels.txt`` holds one label a line, and these end a line, or hide in one.
+FORBIDDEN_LABEL_CATEGORIES = {"Cc": "a control character", "Cf": "a format character", "Zl": "a line separator", "Zp": "a paragraph separator"}
+
+
+def checked_label(label: str, source: str) -> str:
+    """``label``, refused in one line if it holds a control, format or separator character."""
+    for character in label:
+        kind = FORBIDDEN_LABEL_CATEGORIES.get(unicodedata.category(character))
+        if kind:
+            raise DatasetError(
+                f"{source}: label {label!r} holds {kind} (U+{ord(character):04X}); a label may hold no control, format or separator character"
+            )
+    return label
+
+
 def make_example(text: str | None, label: str | None, source: str) -> Example:
     """An example from one row's values (``None``: the row is too short to have that column)."""
     text, label = (text or "").strip(), (label or "").strip()
@@ -238,6 +254,7 @@ def make_example(text: str | None, label: str | None, source: str) -> Example:
         raise DatasetError(f"{source}: empty text (every row needs a text and a label)")
     if not label:
         raise DatasetError(f"{source}: empty label (every row needs a text and a label)")
+    checked_label(label, source)
     return Example(text=text, label=label, source=source)
 
 

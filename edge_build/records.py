@@ -54,11 +54,19 @@ def read_split_with_tensorflow(path: Path | str) -> tuple[list[bytes], np.ndarra
 
 
 def read_labels(path: Path | str) -> list[str]:
-    if not Path(path).is_file():
+    """The class names of ``labels.txt``, one a line as the data stage wrote them, checked against its ``summary.json``.
+
+    Split at LF only: ``str.splitlines`` would also split at characters a label might hold (U+2028, U+0085).
+    """
+    path = Path(path)
+    if not path.is_file():
         raise StageError(f"{path}: labels file not found (run the data stage first)")
-    labels = Path(path).read_text(encoding="utf-8").splitlines()
+    labels = path.read_text(encoding="utf-8").removesuffix("\n").split("\n")
     if len(labels) < 2:
         raise StageError(f"{path}: expected at least 2 labels, found {len(labels)}")
+    summary = path.with_name("summary.json")
+    if summary.is_file() and read_json(summary).get("labels") != labels:
+        raise StageError(f"{path}: its {len(labels)} labels differ from those {summary} lists (run scons again)")
     return labels
 
 

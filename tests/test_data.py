@@ -137,6 +137,10 @@ def make_csv(path: Path, text: str) -> Path:
         (lambda root: make_csv(root / "d.csv", "body,label\nhello,a\n"), "d.csv: missing column(s) text (found: body, label)"),
         (lambda root: make_csv(root / "d.csv", "text,label\nhello,a\n  ,b\n"), "d.csv:3: empty text (every row needs a text and a label)"),
         (lambda root: make_csv(root / "d.csv", "text,label\nhello,\n"), "d.csv:2: empty label"),
+        (
+            lambda root: (root / "ds" / "a\u2028b").mkdir(parents=True) or make_csv(root / "ds" / "a\u2028b" / "1.txt", "text") and root / "ds",
+            "ds/a\u2028b: label 'a\\u2028b' holds a line separator (U+2028); a label may hold no control, format or separator character",
+        ),
         (lambda root: (root / "d.csv").write_bytes(b"PK\x03\x04\0\0binary") and root / "d.csv", "d.csv: not a text file (contains NUL bytes)"),
         (lambda root: make_csv(root / "d.csv", "text,label\n"), "d.csv: no rows after the header"),
         (
@@ -334,6 +338,23 @@ def test_tsv_csv_with_a_delimiter_and_jsonl_corpora(tmp_path: Path, name: str, w
             "d.jsonl:2: empty text (every row needs a text and a label)",
         ),
         ("d.jsonl", '{"text": "a", "label": ""}\n', DataOptions(), "d.jsonl:1: empty label (every row needs a text and a label)"),
+        # labels.txt holds one label a line: a label holding a line break, or a character that hides, is refused (6 kinds tried).
+        *(
+            (
+                "d.jsonl",
+                json.dumps({"text": "a", "label": f"x{c}y"}) + "\n",
+                DataOptions(),
+                f"d.jsonl:1: label {f'x{c}y'!r} holds {kind} (U+{ord(c):04X}); a label may hold no control, format or separator character",
+            )
+            for c, kind in (
+                ("\u2028", "a line separator"),
+                ("\u2029", "a paragraph separator"),
+                ("\x85", "a control character"),
+                ("\t", "a control character"),
+                ("\u200b", "a format character"),
+                ("\x1c", "a control character"),
+            )
+        ),
         ("d.jsonl", "\ufeff\n", DataOptions(), "d.jsonl: no JSON objects (expected one per line)"),
     ],
 )
@@ -544,3 +565,15 @@ def test_bbc_news_copies_stay_in_one_split(tmp_path: Path):
     texts = split_texts(tmp_path)
     train = {duplicates.normalize(t) for t in texts["train"]}
     assert not train & {duplicates.normalize(t) for t in texts["val"] + texts["test"]}
+
+
+def test_labels_read_back_as_written_and_must_match_the_summary(tiny_dataset: Path, tmp_path: Path):
+    from edge_build.errors import StageError
+    from edge_build.records import read_labels
+
+    out = tmp_path / "out"
+    build(tiny_dataset, out)
+    assert read_labels(out / "labels.txt") == ["astronomy", "cooking", "football"]
+    (out / "labels.txt").write_text("astronomy\ncooking\nfootball\nbaking\n", encoding="utf-8")  # edited by hand, or another build's
+    with pytest.raises(StageError, match=r"labels.txt: its 4 labels differ from those .*summary.json lists \(run scons again\)$"):
+        read_labels(out / "labels.txt")
