@@ -426,3 +426,21 @@ def test_the_gateway_bundle_classifies_a_raw_sentence_with_only_its_runtime(gate
     )
     assert bench.returncode == 0, bench.stderr
     assert "model_text_int8.tflite on tensorflow-cpu" in bench.stdout and "parity: within the build's tolerances" in bench.stdout
+
+
+@pytest.mark.parametrize("planted", ["numpy/__init__.py", "json.py", "board/__pycache__/launch.cpython-311.pyc"])
+def test_a_planted_module_never_runs_the_launcher_refuses_the_bundle_first(tiny_bundle, tmp_path: Path, planted: str):
+    # Before, bench.py imported numpy (a planted one first) before it verified anything, and trusted __pycache__.
+    folder = tmp_path / "copy"
+    shutil.copytree(tiny_bundle["folder"], folder)
+    marker = tmp_path / "ran"
+    (folder / planted).parent.mkdir(parents=True, exist_ok=True)
+    (folder / planted).write_text(f"open({str(marker)!r}, 'w').close()\n", encoding="utf-8")
+    python, variables = board_launcher(tiny_bundle["runtime_env"])
+    unlisted = "board/__pycache__" if planted.startswith("board/") else planted.split("/")[0]
+    for command in (["bench.py"], ["classify.py", "hello"]):
+        result = subprocess.run([*python, *command], cwd=folder, env=variables, capture_output=True, text=True)
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert result.stderr == f"error: {folder}/{unlisted}: not listed in the manifest; a bundle holds exactly the files its manifest lists\n"
+    assert not marker.exists()
+    assert [p.relative_to(folder).as_posix() for p in folder.rglob("__pycache__")] == (["board/__pycache__"] if planted.startswith("board/") else [])

@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import platform
+import posixpath
 import shutil
 import socket
 import subprocess
@@ -34,6 +35,9 @@ import tarfile
 import tempfile
 
 MANIFEST = "manifest.json"
+#: What an archive may unpack to: a bundle is a few dozen files, its models tens of MB.
+MAX_MEMBERS = 1000
+MAX_UNPACKED_BYTES = 4 * 2**30
 #: A runtime that takes longer than this to import is reported as not importing.
 IMPORT_TIMEOUT_S = 120
 
@@ -50,14 +54,55 @@ def sha256_of(path: str) -> str:
     return digest.hexdigest()
 
 
-def verify(folder: str) -> dict:
-    """The manifest, after checking every file it lists is present with its recorded size and SHA-256."""
+def listed_names(manifest: dict, path: str) -> set[str]:
+    """The files a manifest lists: plain relative names inside the bundle, or the manifest is refused."""
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(files, dict) or not files:
+        raise BundleError(f"{path}: lists no files")
+    for name in files:
+        if not isinstance(name, str) or name.startswith("/") or "\\" in name or posixpath.normpath(name) != name or name.split("/")[0] == "..":
+            raise BundleError(f"{path}: lists {name!r}, which is not a plain relative name inside the bundle")
+    return set(files)
+
+
+def unlisted(folder: str, listed: set[str]) -> str | None:
+    """The first thing in ``folder`` that is neither a listed file, a folder of one, nor the manifest; links count as unlisted."""
+    folders = set()
+    for name in listed:
+        parent = posixpath.dirname(name)
+        while parent:
+            folders.add(parent)
+            parent = posixpath.dirname(parent)
+    for top, dirs, files in os.walk(folder):
+        dirs.sort()  # walked in order: the same bundle names the same first stranger
+        for entry in [*dirs, *sorted(files)]:
+            path = os.path.join(top, entry)
+            name = os.path.relpath(path, folder).replace(os.sep, "/")
+            expected = folders if entry in dirs else {*listed, MANIFEST}
+            if os.path.islink(path) or name not in expected:
+                return path
+    return None
+
+
+def verify(folder: str, manifest_sha256: str | None = None) -> dict:
+    """The manifest, once the folder holds exactly the files it lists (with their recorded size and SHA-256) and nothing else.
+
+    ``manifest_sha256``, when given, is checked first: the manifest must be the one the build sent.
+    Standard library only: the launchers run this before they import numpy or a runtime.
+    """
     path = os.path.join(folder, MANIFEST)
+    if manifest_sha256 is not None and (not os.path.isfile(path) or sha256_of(path) != manifest_sha256):
+        raise BundleError(f"{path}: not the manifest the build sent (SHA-256 differs)")
     try:
         with open(path, encoding="utf-8") as handle:
             manifest = json.load(handle)
     except (OSError, ValueError) as exc:
         raise BundleError(f"{path}: cannot read the manifest ({exc})") from exc
+    listed = listed_names(manifest, path)
+    extra = unlisted(folder, listed)
+    if extra is not None:
+        kind = "a link" if os.path.islink(extra) else "not listed in the manifest"
+        raise BundleError(f"{extra}: {kind}; a bundle holds exactly the files its manifest lists")
     for name, expected in manifest["files"].items():
         file = os.path.join(folder, name)
         if not os.path.isfile(file):
@@ -71,10 +116,17 @@ def verify(folder: str) -> dict:
 
 
 def safe_extract(archive: str, destination: str) -> list[str]:
-    """Unpack ``archive`` into ``destination``, refusing any member that would land outside it."""
+    """Unpack ``archive`` into ``destination``, refusing any member that would land outside it, and archives past the caps."""
     root = os.path.realpath(destination)
     with tarfile.open(archive, "r:*") as tar:
-        members = tar.getmembers()
+        members = []
+        for member in tar:  # one at a time: a million members are refused at the first past the cap, not listed first
+            members.append(member)
+            if len(members) > MAX_MEMBERS:
+                raise BundleError(f"{archive}: more than {MAX_MEMBERS} members (a bundle holds a few dozen)")
+        total = sum(member.size for member in members)
+        if total > MAX_UNPACKED_BYTES:
+            raise BundleError(f"{archive}: unpacks to {total} bytes, more than the {MAX_UNPACKED_BYTES / 2**20:g} MiB a bundle may hold")
         for member in members:
             target = os.path.realpath(os.path.join(root, member.name))
             if os.path.isabs(member.name) or ".." in member.name.split("/") or not (target == root or target.startswith(root + os.sep)):
@@ -105,9 +157,7 @@ def cached_bundle(cache: str, sha256: str) -> str | None:
     if not os.path.isdir(folder):
         return None
     try:
-        verify(folder)
-        if sha256_of(os.path.join(folder, MANIFEST)) != sha256:
-            raise BundleError(f"{folder}: holds another bundle")
+        verify(folder, sha256)
     except BundleError:
         shutil.rmtree(folder, ignore_errors=True)
         return None
@@ -191,9 +241,7 @@ def install(args: argparse.Namespace) -> dict:
         if len(tops) != 1:
             raise BundleError(f"{args.archive}: expected one bundle folder, found {sorted(tops)}")
         unpacked = os.path.join(staging, tops[0])
-        verify(unpacked)
-        if sha256_of(os.path.join(unpacked, MANIFEST)) != args.bundle:
-            raise BundleError(f"{args.archive}: its {MANIFEST} is not the one the build machine sent (SHA-256 differs)")
+        verify(unpacked, args.bundle)
         final = os.path.join(folders["bundles"], args.bundle)
         if not os.path.isdir(final):  # another run may have installed the same bundle meanwhile
             os.rename(unpacked, final)

@@ -47,6 +47,37 @@ from edge_build.stage_files import add_files
 from edge_build.tfrecord import read_split
 from edge_build.typed_records import RuntimeChecks
 
+#: A bundle's launcher: it checks the folder holds exactly its manifest (standard library only) before numpy, a
+#: runtime or any other code of the bundle is imported, and no compiled bytecode is read from or written into it.
+LAUNCHER = """import os
+import sys
+
+sys.dont_write_bytecode = True
+sys.pycache_prefix = os.devnull  # not a folder: no __pycache__ is looked for, in the bundle or anywhere
+folder = os.path.dirname(os.path.realpath(__file__))
+# Until the folder is verified nothing is imported from it but board/ itself: not a planted numpy/ or json.py.
+sys.path = [entry for entry in sys.path if os.path.realpath(entry or ".") != folder]
+
+import importlib.util
+
+spec = importlib.util.spec_from_file_location(
+    "board", os.path.join(folder, "board", "__init__.py"), submodule_search_locations=[os.path.join(folder, "board")]
+)
+board = sys.modules["board"] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(board)
+from board.agent import BundleError, verify
+
+try:
+    verify(folder)
+except BundleError as exc:
+    sys.exit(board.fail(exc, board.EXIT_USAGE))
+sys.path.insert(0, folder)
+
+from board.launch import {function}
+
+sys.exit({function}(sys.argv[1:]))
+"""
+
 #: How to read the board scripts' output: the end of every bundle's README.
 USAGE = """`bench.py` prints load time, first invoke, p50/p90/p99 per invoke, examples/s and
 peak memory, and with `--parity` the top-1 agreement and logit error against the
@@ -332,9 +363,7 @@ def build_bundle(profile: TargetProfile, reference: Path, test: tuple[Path, Path
         for source in board_sources():
             shutil.copyfile(source, staging / "board" / source.name)
         for launcher, function in LAUNCHERS.items():
-            (staging / launcher).write_text(
-                f"import sys\n\nfrom board.launch import {function}\n\nsys.exit({function}(sys.argv[1:]))\n", encoding="utf-8"
-            )
+            (staging / launcher).write_text(LAUNCHER.format(function=function), encoding="utf-8")
             (staging / launcher).chmod(0o755)
         readme = text_board_readme(profile, target.runtime_checks) if text_models(profile) else board_readme(profile)
         (staging / "README.md").write_text(readme, encoding="utf-8")
