@@ -301,6 +301,42 @@ def test_a_warm_cache_is_fetched_from_instead_of_training(resumed_build):
         assert (build / name).read_bytes() == built[Path(name)], name
 
 
+def test_a_changed_or_linked_cache_entry_is_refused_and_gates_are_never_fetched(resumed_build, tmp_path: Path):
+    build, args = resumed_build["build"], resumed_build["args"]
+    cache = Path(next(a.partition("=")[2] for a in args if a.startswith("cache=")))
+    entries = [p for p in cache.rglob("*") if p.is_file() and not p.name.endswith(".sha256") and not p.name.startswith(".")]
+    assert entries and all(p.with_name(p.name + ".sha256").is_file() for p in entries)  # each entry's digest, written on push
+    # The gates and what ships are never cache entries: a poisoned quality.json or bundle cannot be fetched.
+    cached = {p.read_bytes() for p in entries}
+    for name in ("quality/quality.json", "tiny/eval.json", "tiny/report.md", "tiny/manifest.json", "tiny/bundle-tiny.tar.gz"):
+        assert (build / name).read_bytes() not in cached, name
+    int8, fp32 = ((build / "tiny" / f"model_{p}.tflite").read_bytes() for p in ("int8", "fp32"))
+    for how in ("changed", "linked"):
+        poisoned = tmp_path / how / "cache"
+        shutil.copytree(cache, poisoned, symlinks=True)
+        for entry in poisoned.rglob("*"):
+            if entry.is_file() and not entry.is_symlink() and entry.read_bytes() == int8:
+                if how == "changed":
+                    entry.write_bytes(int8[:-1] + bytes([int8[-1] ^ 1]))
+                else:
+                    entry.unlink()
+                    entry.symlink_to(next(e for e in poisoned.rglob("*") if e.is_file() and e.read_bytes() == fp32))
+                refused = entry
+        result = scons(*with_variables(args, build_dir=tmp_path / how / "build", cache=poisoned), "tflite", check=False)
+        expected = "changed after it was written to the build cache" if how == "changed" else "a link in the build cache, refused"
+        assert result.returncode == 2 and f"{refused}: {expected}" in result.stderr, result.stderr[-2000:]
+        assert not (tmp_path / how / "build" / "tiny" / "model_int8.tflite").exists()
+
+
+def test_a_readonly_cache_is_fetched_from_and_never_written(project, tmp_path: Path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    scons(*with_variables(project["args"], build_dir=tmp_path / "build", cache=cache, cache_mode="readonly"), "data")
+    assert not any(cache.iterdir())  # a teammate's build adds nothing; CI's (readwrite, the default) does
+    bad = scons(*with_variables(project["args"], cache=cache, cache_mode="append"), "data", check=False)
+    assert bad.returncode == 2 and "cache_mode=append: expected readwrite or readonly" in bad.stderr
+
+
 def test_verify_reproducible_builds_twice_with_j2_and_both_match_the_j1_build(project):
     report_path = project["build"] / "reproducibility.json"
     result = scons("-j2", *project["args"], "verify-reproducible")

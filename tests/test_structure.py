@@ -34,6 +34,7 @@ def test_sconstruct_imports_only_the_layout_the_configuration_and_the_scons_help
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("edge_build")}
     assert imported == {
         "edge_build.artifacts",
+        "edge_build.build_cache",
         "edge_build.config.boards",
         "edge_build.config.calibration",
         "edge_build.config.hparams",
