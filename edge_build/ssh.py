@@ -144,7 +144,8 @@ class Connection:
         port = ["-p", str(self.board.port)] if self.board.port else []
         python = remote_word(self.board.python)
         remote = " ".join(["exec", python, "-", *map(shlex.quote, arguments)])
-        done = self._call(["ssh", *self.options, *port, self.board.destination, remote], timeout_s, AGENT.read_text(encoding="utf-8"))
+        # "--": nothing after it is read as an option, whatever the address holds.
+        done = self._call(["ssh", *self.options, *port, "--", self.board.destination, remote], timeout_s, AGENT.read_text(encoding="utf-8"))
         if done.returncode == SSH_FAILED:
             raise self._ssh_fault(done)
         if done.returncode in COMMAND_NOT_FOUND:
@@ -169,6 +170,6 @@ class Connection:
         port = ["-P", str(self.board.port)] if self.board.port else []
         host = f"[{self.board.host}]" if ":" in self.board.host else self.board.host
         destination = f"{self.board.user}@{host}" if self.board.user else host
-        done = self._call(["scp", "-q", *self.options, *port, str(local), f"{destination}:{remote}"], timeout_s, None)
+        done = self._call(["scp", "-q", *self.options, *port, "--", str(local), f"{destination}:{remote}"], timeout_s, None)
         if done.returncode != 0:
             raise self._ssh_fault(done, "upload failed")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -246,8 +247,13 @@ def test_board_addresses_are_parsed_and_refused_in_one_line():
         ("ssh://rpi?pyhton=/usr/bin/python3", "unknown option(s) pyhton (allowed: python, cache)"),
         ("ssh://rpi/home", "unexpected '/home'"),
         ("ssh://rpi?python=", "option python needs exactly one non-empty value"),
+        # Words ssh or scp would read as options, or a shell would act on (before: passed as they were).
+        ("ssh://-oProxyCommand=x", "host '-oProxyCommand=x' is not a plain host name"),
+        ("ssh://-lroot@rpi", "user '-lroot' is not a plain user name"),
+        ("ssh://pi@rpi;reboot", "host 'rpi;reboot' is not a plain host name"),
+        ("ssh://p$i@rpi", "user 'p$i' is not a plain user name"),
     ]:
-        with pytest.raises(ConfigError, match=f"^board={text}: .*{message}".replace("?", r"\?").replace("(", r"\(").replace(")", r"\)")):
+        with pytest.raises(ConfigError, match=f"^{re.escape(f'board={text}: ')}.*{re.escape(message)}"):
             parse_board(text)
     with pytest.raises(ConfigError, match=r"names the board\(s\) a twice"):
         parse_boards("ssh://a,ssh://a?python=/usr/bin/python3")

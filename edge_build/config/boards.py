@@ -13,6 +13,9 @@ from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 from edge_build.errors import ConfigError
 
+#: A host name, address or ssh ``Host`` entry (IPv6 inside [ ], without them here), and a login name: nothing an option or a shell reads.
+SAFE_HOST = re.compile(r"[A-Za-z0-9._:%-]+")
+SAFE_USER = re.compile(r"[A-Za-z0-9._-]+")
 #: Where a board keeps bundles unless its address names another folder (``~`` is the board user's home).
 DEFAULT_CACHE = "~/.cache/edge-build"
 #: What may follow ``?`` in a board's address.
@@ -90,7 +93,14 @@ def parse_board(text: str) -> Board:
     # urlsplit lowercases the host name; a Host entry of the ssh configuration keeps its case.
     host = parts.netloc.rpartition("@")[2]
     host = host[1 : host.index("]")] if host.startswith("[") else host.partition(":")[0]
-    return Board(host, parts.username or None, port, **options)
+    user = parts.username or None
+    # ssh and scp read a word starting with "-" as an option (ssh://-oProxyCommand=...), and a shell would act on others.
+    for what, value, allowed_pattern in (("host", host, SAFE_HOST), ("user", user, SAFE_USER)):
+        if value is not None and (value.startswith("-") or not allowed_pattern.fullmatch(value)):
+            raise ConfigError(
+                f"{where}: {what} {value!r} is not a plain {what} name (allowed: letters, digits and . _ - not first{', : inside [ ]' if what == 'host' else ''})"
+            )
+    return Board(host, user, port, **options)
 
 
 def parse_boards(text: str) -> tuple[Board, ...]:
