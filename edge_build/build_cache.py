@@ -70,3 +70,10 @@ class CheckedCacheDir(SCons.CacheDir.CacheDir):
                 out.write(sha256_of(entry) + "\n")
             os.replace(temporary, entry + DIGEST_SUFFIX)
         return pushed
+
+
+class ReadOnlyCacheDir(CheckedCacheDir):
+    """Fetches and never writes (``cache_mode=readonly``): teammates read what CI alone writes."""
+
+    def is_readonly(self) -> bool:
+        return True

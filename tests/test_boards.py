@@ -8,12 +8,14 @@ a run leaves on the board can be listed.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -329,3 +331,24 @@ def test_the_build_decides_emulation_not_the_board(ssh_server, board_python, tar
     code, _, err = check(profile, target, address, ssh_server.ssh_config, capsys)
     assert code == cli.EXIT_USER_ERROR and "(budget <= 1e-06 ms)" in err
     assert_nothing_written(target, "board")
+
+
+def test_a_tarball_that_is_not_its_manifest_is_never_uploaded(ssh_server, board_python, target, tmp_path: Path, capsys):
+    # A shared cache or a hand could swap the tarball beside a good bundle folder: it is checked file by file first.
+    cache = tmp_path / "board-cache"
+    with tarfile.open(target.bundle_archive, "r:gz") as tar:
+        members = [(m, tar.extractfile(m).read() if m.isfile() else None) for m in tar.getmembers()]
+    top = members[0][0].name.split("/")[0]
+    with tarfile.open(target.bundle_archive, "w:gz") as tar:
+        for member, data in members:
+            tar.addfile(member, io.BytesIO(data) if data is not None else None)
+        planted = tarfile.TarInfo(f"{top}/numpy/__init__.py")
+        planted.size = 5
+        tar.addfile(planted, io.BytesIO(b"x = 1"))
+    code, out, err = check(profile_file(tmp_path), target, board_address("board", board_python, cache), ssh_server.ssh_config, capsys)
+    assert code == cli.EXIT_USER_ERROR and "Traceback" not in err
+    assert (
+        err.strip().splitlines()[-1]
+        == f"error: {target.bundle_archive}: does not hold what {target.bundle_dir}/manifest.json lists (numpy/__init__.py); run scons again"
+    )
+    assert not cache.exists()  # nothing reached the board

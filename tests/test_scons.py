@@ -304,7 +304,7 @@ def test_a_warm_cache_is_fetched_from_instead_of_training(resumed_build):
 def test_a_changed_or_linked_cache_entry_is_refused_and_gates_are_never_fetched(resumed_build, tmp_path: Path):
     build, args = resumed_build["build"], resumed_build["args"]
     cache = Path(next(a.partition("=")[2] for a in args if a.startswith("cache=")))
-    entries = [p for p in cache.rglob("*") if p.is_file() and not p.name.endswith(".sha256") and not p.name.startswith(".")]
+    entries = [p for p in cache.glob("*/*") if p.is_file() and not p.name.endswith(".sha256")]  # beside them, SCons's own config
     assert entries and all(p.with_name(p.name + ".sha256").is_file() for p in entries)  # each entry's digest, written on push
     # The gates and what ships are never cache entries: a poisoned quality.json or bundle cannot be fetched.
     cached = {p.read_bytes() for p in entries}
@@ -322,17 +322,18 @@ def test_a_changed_or_linked_cache_entry_is_refused_and_gates_are_never_fetched(
                     entry.unlink()
                     entry.symlink_to(next(e for e in poisoned.rglob("*") if e.is_file() and e.read_bytes() == fp32))
                 refused = entry
-        result = scons(*with_variables(args, build_dir=tmp_path / how / "build", cache=poisoned), "tflite", check=False)
+        shutil.rmtree(build)  # the same build_dir: the command lines, paths included, are part of an entry's signature
+        result = scons(*with_variables(args, cache=poisoned), "tflite", check=False)
         expected = "changed after it was written to the build cache" if how == "changed" else "a link in the build cache, refused"
         assert result.returncode == 2 and f"{refused}: {expected}" in result.stderr, result.stderr[-2000:]
-        assert not (tmp_path / how / "build" / "tiny" / "model_int8.tflite").exists()
+        assert not (build / "tiny" / "model_int8.tflite").exists()
 
 
 def test_a_readonly_cache_is_fetched_from_and_never_written(project, tmp_path: Path):
     cache = tmp_path / "cache"
     cache.mkdir()
     scons(*with_variables(project["args"], build_dir=tmp_path / "build", cache=cache, cache_mode="readonly"), "data")
-    assert not any(cache.iterdir())  # a teammate's build adds nothing; CI's (readwrite, the default) does
+    assert not list(cache.glob("*/*"))  # a teammate's build adds no entry (SCons writes only its config); CI's, readwrite by default, does
     bad = scons(*with_variables(project["args"], cache=cache, cache_mode="append"), "data", check=False)
     assert bad.returncode == 2 and "cache_mode=append: expected readwrite or readonly" in bad.stderr
 

@@ -24,11 +24,13 @@ import argparse
 import base64
 import binascii
 import dataclasses
+import hashlib
 import io
 import json
 import math
 import os
 import sys
+import tarfile
 from pathlib import Path
 
 import numpy as np
@@ -204,10 +206,36 @@ def planned_checks(profile: TargetProfile, system: dict) -> tuple[list[tuple[str
     return pairs, missing
 
 
+def consistent_bundle(target: Target) -> str:
+    """The SHA-256 of the bundle's manifest, once the tarball holds exactly the files the manifest lists, with their
+    digests, and the manifest's models are the ones the conversion recorded; anything else stops before a connection."""
+    manifest_path = target.bundle_dir / MANIFEST
+    manifest = read_json(manifest_path)
+    for artifact, file in manifest["models"].items():
+        recorded = read_json(target.conversion_report(artifact))["sha256"]
+        if manifest["files"].get(file, {}).get("sha256") != recorded:
+            raise StageError(
+                f"{manifest_path}: {file} is not the model the conversion recorded ({target.conversion_report(artifact).name}); run scons again"
+            )
+    expected = {name: entry["sha256"] for name, entry in manifest["files"].items()}
+    expected[MANIFEST] = sha256_file(manifest_path)
+    with tarfile.open(target.bundle_archive, "r:gz") as tar:
+        found = {}
+        for member in tar:
+            if not member.isfile():
+                continue
+            name = member.name.partition("/")[2]
+            found[name] = hashlib.sha256(tar.extractfile(member).read()).hexdigest()
+    if found != expected:
+        differing = sorted(set(found) ^ set(expected) | {n for n in set(found) & set(expected) if found[n] != expected[n]})
+        raise StageError(f"{target.bundle_archive}: does not hold what {manifest_path} lists ({', '.join(differing[:5])}); run scons again")
+    return expected[MANIFEST]
+
+
 def check_board(profile: TargetProfile, board: Board, target: Target, ssh_config: Path | None) -> dict:
     """Describe, deliver to and check one board; the result record (outputs are written only if every gate holds)."""
     manifest = target.bundle_dir / MANIFEST
-    sha256 = sha256_file(manifest)
+    sha256 = consistent_bundle(target)
     connection = Connection(board, ssh_config)
     common = ["--cache", board.cache, "--bundle", sha256]
     system = board_system(connection, profile, common)
