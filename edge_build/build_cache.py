@@ -12,22 +12,15 @@ run on what was fetched. Imported by ``SConstruct`` only.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 
 import SCons.CacheDir
 import SCons.Errors
 
+from edge_build.provenance import sha256_file
+
 DIGEST_SUFFIX = ".sha256"
-
-
-def sha256_of(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def recorded_digest(entry: str) -> str | None:
@@ -54,7 +47,7 @@ class CheckedCacheDir(SCons.CacheDir.CacheDir):
         if recorded is None:  # not pushed by edge-build: built here instead, and the entry replaced
             os.unlink(local)
             return False
-        if sha256_of(local) != recorded:
+        if sha256_file(local) != recorded:
             os.unlink(local)
             raise SCons.Errors.UserError(
                 f"{entry}: changed after it was written to the build cache (its SHA-256 is not the one in {entry}{DIGEST_SUFFIX}): remove it"
@@ -67,7 +60,7 @@ class CheckedCacheDir(SCons.CacheDir.CacheDir):
         if entry and not self.is_readonly() and os.path.isfile(entry) and not os.path.islink(entry):
             handle, temporary = tempfile.mkstemp(dir=os.path.dirname(entry), prefix=".digest-")
             with os.fdopen(handle, "w", encoding="ascii") as out:
-                out.write(sha256_of(entry) + "\n")
+                out.write(sha256_file(entry) + "\n")
             os.replace(temporary, entry + DIGEST_SUFFIX)
         return pushed
 
