@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import tarfile
+import tempfile
 
 import numpy as np
 
@@ -74,8 +75,6 @@ def bench_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     args.model, args.runtime = with_defaults(manifest, args.model, args.runtime)
     args.model = os.path.join(folder, args.model)  # an absolute path stays as it is
-    if args.parity and args.out is None:
-        args.out = os.path.join(folder, "bench-result.json")
     artifact = artifact_of(manifest, folder, args.model)
     if args.parity and artifact is None:
         return fail(f"{args.model} is not a model of this bundle: the build's parity checks for it are unknown", EXIT_USAGE)
@@ -83,11 +82,16 @@ def bench_main(argv: list[str]) -> int:
         args.runtime = choose_runtime(manifest, artifact, args.runtime, args.model)
     except BundleError as exc:
         return fail(exc, EXIT_USAGE)
-    code = execute(args)
-    if code or not args.parity:
-        return code
-    with open(args.out, encoding="utf-8") as handle:
-        figures = json.load(handle)["parity"]
+    if not args.parity:
+        return execute(args)
+    # The figures come back through a file; not one in the bundle, which holds exactly its manifest's files.
+    with tempfile.TemporaryDirectory() as scratch:
+        args.out = args.out or os.path.join(scratch, "bench-result.json")
+        code = execute(args)
+        if code:
+            return code
+        with open(args.out, encoding="utf-8") as handle:
+            figures = json.load(handle)["parity"]
     judged = verdicts(manifest["parity_checks"][artifact], figures, manifest["tolerances"])
     broken = [v["message"] for v in judged if v["verdict"] == "fail"]
     print("parity: " + ("within the build's tolerances" if not broken else "OUTSIDE the build's tolerances: " + "; ".join(broken)))
