@@ -109,7 +109,7 @@ def evaluate(profile: TargetProfile, inputs: EvaluationInputs, target: Target) -
         logits = LOGITS_OF_KIND[ARTIFACTS[name].kind](name, target, inputs, (texts, labels), reference_logits)
         figures = parity.compare(reference_logits, logits, y_true)
         judged = parity.judge(name, figures, profile.tolerances, on_gpu)
-        broken = [v["message"] for v in judged if v["verdict"] == "fail"]
+        broken = parity.messages(judged, "fail")
         failures += [f"{name}: {b}" for b in broken]
         predictions[name] = np.argmax(logits, axis=-1)
         results[name] = {
@@ -117,7 +117,7 @@ def evaluate(profile: TargetProfile, inputs: EvaluationInputs, target: Target) -
             "size_bytes": size_of(path),
             **classification_metrics(y_true, predictions[name], labels),
             "parity": {k: figures[k] for k in ("max_abs_logit_error", "mean_abs_logit_error", "logit_scale", "top1_agreement")},
-            "gates": [{k: v[k] for k in ("check", "limit", "verdict", "message")} for v in judged],
+            "gates": parity.recorded(judged),
             **raw_text_record(name, target),
         }
     evaluation = {

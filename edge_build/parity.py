@@ -6,10 +6,10 @@ The rule itself is ``board.parity.verdicts``, which the board runs too.
 from __future__ import annotations
 
 from edge_build.artifacts import ARTIFACTS
-from edge_build.board.parity import compare, verdicts
+from edge_build.board.parity import compare, messages, verdicts
 from edge_build.config.profile import Tolerances
 
-__all__ = ["breaches", "compare", "failure_table", "gate", "judge", "undecided"]
+__all__ = ["breaches", "compare", "failure_table", "gate", "judge", "messages", "recorded"]
 
 
 def judge(artifact: str, figures: dict, tolerances: Tolerances, on_gpu: bool = False) -> list[dict]:
@@ -19,12 +19,12 @@ def judge(artifact: str, figures: dict, tolerances: Tolerances, on_gpu: bool = F
 
 def breaches(artifact: str, figures: dict, tolerances: Tolerances, on_gpu: bool = False) -> list[str]:
     """Each tolerance of the profile that ``artifact``'s figures break."""
-    return [v["message"] for v in judge(artifact, figures, tolerances, on_gpu) if v["verdict"] == "fail"]
+    return messages(judge(artifact, figures, tolerances, on_gpu), "fail")
 
 
-def undecided(artifact: str, figures: dict, tolerances: Tolerances, on_gpu: bool = False) -> list[str]:
-    """Each of ``artifact``'s checks that passes on its point estimate but is not decided by its examples (``board.decision``)."""
-    return [v["message"] for v in judge(artifact, figures, tolerances, on_gpu) if v["verdict"] == "undecided"]
+def recorded(judged: list[dict]) -> list[dict]:
+    """The judged checks as a record keeps them (``eval.json``'s ``gates``, a conversion's ``validation_gates``)."""
+    return [{key: v[key] for key in ("check", "limit", "verdict", "message")} for v in judged]
 
 
 def failure_table(rows: list[tuple[str, str, str]]) -> str:
@@ -39,8 +39,9 @@ def gate(artifact: str, outcome: dict, tolerances: Tolerances, budget_ms: float)
     (``outcome["emulated"]``) say nothing about the board, so a p50 over budget there is a note in
     ``outcome``, not a problem.
     """
-    problems = breaches(artifact, outcome["parity"], tolerances)
-    outcome["undecided"] = {"parity": undecided(artifact, outcome["parity"], tolerances)}
+    judged = judge(artifact, outcome["parity"], tolerances)
+    problems = messages(judged, "fail")
+    outcome["undecided"] = {"parity": messages(judged, "undecided")}
     p50_ms = outcome["latency"]["p50_us"] / 1e3
     outcome["latency_budget_ms"] = budget_ms
     if p50_ms > budget_ms:

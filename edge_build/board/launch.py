@@ -20,7 +20,7 @@ import numpy as np
 
 from . import EXIT_OUTSIDE_TOLERANCES, EXIT_USAGE, fail
 from .agent import MANIFEST, BundleError, safe_extract, verify
-from .parity import verdicts
+from .parity import messages, verdicts
 
 __all__ = ["MANIFEST", "BundleError", "bench_main", "classify_main", "safe_extract", "verify"]
 
@@ -93,12 +93,11 @@ def bench_main(argv: list[str]) -> int:
         with open(args.out, encoding="utf-8") as handle:
             figures = json.load(handle)["parity"]
     judged = verdicts(manifest["parity_checks"][artifact], figures, manifest["tolerances"])
-    broken = [v["message"] for v in judged if v["verdict"] == "fail"]
+    broken = messages(judged, "fail")
     print("parity: " + ("within the build's tolerances" if not broken else "OUTSIDE the build's tolerances: " + "; ".join(broken)))
     # The same rule as the build's: a pass its examples cannot decide is said so, not hidden.
-    for v in judged:
-        if v["verdict"] == "undecided":
-            print(f"parity: undecided: {v['message']}")
+    for message in messages(judged, "undecided"):
+        print(f"parity: undecided: {message}")
     return EXIT_OUTSIDE_TOLERANCES if broken else 0
 
 

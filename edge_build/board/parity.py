@@ -116,11 +116,7 @@ def verdicts(checks: Sequence[Sequence], figures: Mapping, tolerances: Mapping) 
     return judged
 
 
-def breaches(checks: Sequence[Sequence], figures: Mapping, tolerances: Mapping) -> list[str]:
-    """Each check the figures break, as ``"<what> <value> (allowed <op> <limit>, <the key, or how the limit was reached>)"``."""
-    return [v["message"] for v in verdicts(checks, figures, tolerances) if v["verdict"] == "fail"]
-
-
-def undecided(checks: Sequence[Sequence], figures: Mapping, tolerances: Mapping) -> list[str]:
-    """Each check that passes on its point estimate but whose 95% bound does not clear the limit."""
-    return [v["message"] for v in verdicts(checks, figures, tolerances) if v["verdict"] == "undecided"]
+def messages(judged: Sequence[Mapping], verdict: str) -> list[str]:
+    """The messages of the checks ``verdicts`` judged ``verdict``: ``"fail"`` gives
+    ``"<what> <value> (allowed <op> <limit>, <the key, or how the limit was reached>)"``."""
+    return [v["message"] for v in judged if v["verdict"] == verdict]

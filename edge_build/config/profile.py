@@ -99,9 +99,9 @@ class Tolerances:
       int8_max_accuracy_drop: tflite_int8, accuracy below the reference's, as a fraction (0.01 = 1 point).
     """
 
-    xla_logit_rtol: float = 2.0**-17
+    xla_logit_rtol: float = 128 * FLOAT32_ROUNDOFF
     xla_gpu_logit_rtol: float = 4 * FLOAT16_ROUNDOFF
-    fp32_logit_rtol: float = 2.0**-17
+    fp32_logit_rtol: float = 128 * FLOAT32_ROUNDOFF
     fp16_logit_rtol: float = 2 * FLOAT16_ROUNDOFF
     logit_atol: float = 1e-6
     xla_max_abs_logit: float | None = None

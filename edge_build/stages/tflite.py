@@ -400,7 +400,7 @@ def convert(artifact: str, inputs: ConversionInputs, profile: TargetProfile, out
         converted.val_logits, converted.test_logits = run_tflite(content, val_ids), run_tflite(content, test_ids)
     figures = parity.compare(reference, converted.val_logits, val_labels)
     judged = parity.judge(artifact, figures, profile.tolerances)
-    broken = [v["message"] for v in judged if v["verdict"] == "fail"]
+    broken = parity.messages(judged, "fail")
     if broken:
         print(parity.failure_table([(artifact, "tf.lite, validation split", problem) for problem in broken]), file=sys.stderr)
         raise StageError(f"{where}: on the validation split against the Keras model, {'; '.join(broken)}")
@@ -419,7 +419,7 @@ def convert(artifact: str, inputs: ConversionInputs, profile: TargetProfile, out
         },
         **ops,
         "validation_parity": figures,
-        "validation_gates": [{k: v[k] for k in ("check", "limit", "verdict", "message")} for v in judged],
+        "validation_gates": parity.recorded(judged),
         **converted.record,
     }
     with atomic_outputs(model_out, report_out, logits_out) as (model_tmp, report_tmp, logits_tmp):
