@@ -206,8 +206,8 @@ def planned_checks(profile: TargetProfile, system: dict) -> tuple[list[tuple[str
     return pairs, missing
 
 
-def consistent_bundle(target: Target) -> str:
-    """The SHA-256 of the bundle's manifest, once the tarball holds exactly the files the manifest lists, with their
+def consistent_bundle(target: Target) -> tuple[str, dict]:
+    """The SHA-256 of the bundle's manifest, and the manifest, once the tarball holds exactly the files the manifest lists, with their
     digests, and the manifest's models are the ones the conversion recorded; anything else stops before a connection."""
     manifest_path = target.bundle_dir / MANIFEST
     manifest = read_json(manifest_path)
@@ -229,19 +229,19 @@ def consistent_bundle(target: Target) -> str:
     if found != expected:
         differing = sorted(set(found) ^ set(expected) | {n for n in set(found) & set(expected) if found[n] != expected[n]})
         raise StageError(f"{target.bundle_archive}: does not hold what {manifest_path} lists ({', '.join(differing[:5])}); run scons again")
-    return expected[MANIFEST]
+    return expected[MANIFEST], manifest
 
 
 def check_board(profile: TargetProfile, board: Board, target: Target, ssh_config: Path | None) -> dict:
     """Describe, deliver to and check one board; the result record (outputs are written only if every gate holds)."""
-    manifest = target.bundle_dir / MANIFEST
-    sha256 = consistent_bundle(target)
+    # What was checked is what is used: the manifest read once, before anything reaches the board.
+    sha256, manifest = consistent_bundle(target)
     connection = Connection(board, ssh_config)
     common = ["--cache", board.cache, "--bundle", sha256]
     system = board_system(connection, profile, common)
     uploaded = deliver(connection, target.bundle_archive, system, common, sha256)
     pairs, missing = planned_checks(profile, system)
-    models = read_json(manifest)["models"]
+    models = manifest["models"]
     settings = profile.checks
     bench = ["--threads", settings.threads, "--batch", settings.batch, "--warmup", settings.warmup, "--runs", settings.runs]
     answer = connection.agent(
