@@ -46,10 +46,11 @@ class StageFiles:
             parser.add_argument(file.flag, type=Path, required=not file.optional, help=f"writes {file.help}")
 
     def arguments(self, stage: str, inputs: Mapping[str, object], outputs: Mapping[str, object]) -> list[str]:
-        """The command line's file options; an optional file given as None is left out."""
+        """The command line's file options, one ``--flag=path`` word each (a path that starts with ``-`` stays a value);
+        an optional file given as None is left out."""
         given = {**self._checked(stage, "inputs", inputs), **self._checked(stage, "outputs", outputs)}
         files = (*self.inputs, *self.outputs)
-        return [part for file in files if given[file.name] is not None for part in (file.flag, str(given[file.name]))]
+        return [f"{file.flag}={given[file.name]}" for file in files if given[file.name] is not None]
 
     def sources(self, stage: str, inputs: Mapping[str, object]) -> list[object]:
         """The inputs that are nodes of the graph themselves."""

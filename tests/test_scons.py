@@ -545,7 +545,8 @@ def test_a_delimiter_reaches_the_data_stage_as_typed(tmp_path: Path, typed: str,
 def test_a_hostile_value_is_data_and_runs_nothing(tmp_path: Path):
     marker = tmp_path / "ran"
     dataset = write_delimited(tmp_path / "data.csv", ",")
-    for value in (f"`touch {marker}`x", f"$(touch {marker})", f"x; touch {marker}", f"${{__import__('os').system('touch {marker}')}}"):
+    hostile = (f"`touch {marker}`x", f"$(touch {marker})", f"x; touch {marker}", f"${{__import__('os').system('touch {marker}')}}", "-h", "--text")
+    for value in hostile:  # the last two: a value starting with "-" is a value, not the stage's option
         result = scons("data", f"dataset={dataset}", f"label_column={value}", f"build_dir={tmp_path / 'build'}", check=False)
         assert result.returncode == 2 and f"missing column(s) {value} (found: text, label)" in result.stderr, result.stderr
     # A dataset path with a dollar, a quote, a backtick and a space reads as it is.

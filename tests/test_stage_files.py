@@ -36,8 +36,8 @@ def test_a_command_line_names_every_file_and_leaves_out_an_absent_optional_one()
     inputs = {"profile": "p.toml", "target_dir": "t", "data_summary": "s.json", "window": "w.json", "train_log": "l.json"}
     inputs |= {"weights": "m.h5", "vocab": "v.txt", "calibration_summary": None}
     assert command_files("manifest", inputs) == [
-        "--profile", "p.toml", "--target-dir", "t", "--data-summary", "s.json", "--window", "w.json",
-        "--train-log", "l.json", "--weights", "m.h5", "--vocab", "v.txt",
+        "--profile=p.toml", "--target-dir=t", "--data-summary=s.json", "--window=w.json",
+        "--train-log=l.json", "--weights=m.h5", "--vocab=v.txt",
     ]  # fmt: skip
 
 
