@@ -191,7 +191,7 @@ def test_a_clean_build_runs_every_stage_and_reports(project):
     # The stack's environment lies where runtime_envs= says, shared; the runtime checks and the manifest name it.
     runtime_envs = project["runtime_envs"]
     command = output_of(result, "runtime_check").partition("\n")[0]
-    env_json = Path(command.split(" --runtime-env ")[1].split()[0])
+    env_json = Path(command.split(" --runtime-env=")[1].split()[0])
     assert env_json.parent.parent == runtime_envs and env_json.is_file() and not (build / "runtime-envs").exists()
     assert json.loads((build / "tiny" / "runtime_checks.json").read_text())["environment"]["stack"]["release"] == "bookworm"
     manifest = json.loads((build / "tiny" / "bundle" / "manifest.json").read_text())
