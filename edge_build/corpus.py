@@ -23,6 +23,7 @@ import hashlib
 import importlib.resources
 import io
 import json
+import math
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -219,6 +220,10 @@ def json_example(line: str, source: str, options: DataOptions) -> Example:
         record = json.loads(line)
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{source}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+    except ValueError as exc:  # an integer past Python's digit limit
+        raise DatasetError(f"{source}: unreadable JSON ({' '.join(str(exc).split(';')[0].split())})") from None
+    except RecursionError:
+        raise DatasetError(f"{source}: unreadable JSON (nested too deeply; {shape})") from None
     if not isinstance(record, dict):
         raise DatasetError(f"{source}: not a JSON object ({shape})")
     missing = [key for key in keys if key not in record]
@@ -227,6 +232,8 @@ def json_example(line: str, source: str, options: DataOptions) -> Example:
     text, label = record[options.text_column], record[options.label_column]
     if not isinstance(text, str):
         raise DatasetError(f"{source}: key '{options.text_column}' holds {JSON_KINDS[type(text)]}; a text must be a JSON string")
+    if "\0" in text:  # the escape \u0000: what a NUL byte in a file is refused for
+        raise DatasetError(f"{source}: key '{options.text_column}' holds a NUL character (\\u0000); a text holds no NUL")
     if type(label) not in (str, int):  # not isinstance: a JSON true is a Python bool, an int
         raise DatasetError(f"{source}: key '{options.label_column}' holds {JSON_KINDS[type(label)]}; a label must be a JSON string or integer")
     return make_example(text, str(label), source)
@@ -286,7 +293,7 @@ def parse_fractions(spec: str) -> tuple[float, float, float]:
         parts = [float(p) for p in spec.split("/")]
     except ValueError:
         parts = []
-    if len(parts) != 3 or min(parts) <= 0:
+    if len(parts) != 3 or not all(math.isfinite(p) and p > 0 for p in parts):
         raise DatasetError(f"split '{spec}': expected three positive train/val/test shares such as 80/10/10")
     total = sum(parts)
     return tuple(p / total for p in parts)  # type: ignore[return-value]

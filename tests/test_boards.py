@@ -246,6 +246,10 @@ def test_board_addresses_are_parsed_and_refused_in_one_line():
         ("pi@rpi", "expected an ssh:// address"),
         ("ssh://pi:secret@rpi", "a password is never passed"),
         ("ssh://rpi:99999", "the port must be a number from 1 to 65535"),
+        ("ssh://rpi:0", "the port must be a number from 1 to 65535"),  # before: ssh's default port
+        ("ssh://rpi?python=/usr/bin/py%00thon", "option python is '/usr/bin/py\\x00thon' (allowed: a path with no control character"),
+        ("ssh://rpi?cache=/tmp/a%0Ab", "option cache is '/tmp/a\\nb' (allowed: a path with no control character"),
+        ("ssh://rpi?python=-c", "option python is '-c' (allowed: a path with no control character, not starting with '-')"),
         ("ssh://rpi?pyhton=/usr/bin/python3", "unknown option(s) pyhton (allowed: python, cache)"),
         ("ssh://rpi/home", "unexpected '/home'"),
         ("ssh://rpi?python=", "option python needs exactly one non-empty value"),

@@ -206,7 +206,7 @@ def test_split_shares_are_parsed(spec: str, expected):
     assert corpus.parse_fractions(spec) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize("spec", ["80/20", "80/20/0", "a/b/c", "-1/1/1", ""])
+@pytest.mark.parametrize("spec", ["80/20", "80/20/0", "a/b/c", "-1/1/1", "", "nan/10/10", "80/inf/10"])
 def test_bad_split_shares_are_refused(spec: str):
     with pytest.raises(DatasetError, match="expected three positive train/val/test shares"):
         corpus.parse_fractions(spec)
@@ -356,6 +356,25 @@ def test_tsv_csv_with_a_delimiter_and_jsonl_corpora(tmp_path: Path, name: str, w
             )
         ),
         ("d.jsonl", "\ufeff\n", DataOptions(), "d.jsonl: no JSON objects (expected one per line)"),
+        # Hostile JSON (before: a traceback, or a NUL that the file's NUL-byte rule never saw).
+        (
+            "d.jsonl",
+            '{"text": "a", "label": 1' + "0" * 5000 + "}\n",
+            DataOptions(),
+            "d.jsonl:1: unreadable JSON (Exceeds the limit (4300 digits) for integer string conversion: value has 5001 digits)",
+        ),
+        (
+            "d.jsonl",
+            '{"text": "a", "label": "x", "n": ' + "[" * 100_000 + "]" * 100_000 + "}\n",
+            DataOptions(),
+            "d.jsonl:1: unreadable JSON (nested too deeply; each line must be an object with keys text, label)",
+        ),
+        (
+            "d.jsonl",
+            '{"text": "a\\u0000b", "label": "x"}\n',
+            DataOptions(),
+            "d.jsonl:1: key 'text' holds a NUL character (\\u0000); a text holds no NUL",
+        ),
     ],
 )
 def test_bad_tables_name_the_file_and_line_in_one_line_and_write_nothing(tmp_path: Path, name: str, content: str, options: DataOptions, message: str):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import unicodedata
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 from edge_build.errors import ConfigError
@@ -76,7 +77,9 @@ def parse_board(text: str) -> Board:
     try:
         port = parts.port
     except ValueError:
-        raise ConfigError(f"{where}: the port must be a number from 1 to 65535") from None
+        port = 0
+    if port == 0:  # ssh://host:0 would otherwise mean ssh's default port
+        raise ConfigError(f"{where}: the port must be a number from 1 to 65535")
     if not parts.hostname:
         raise ConfigError(f"{where}: no host (allowed: {allowed})")
     if parts.path not in ("", "/") or parts.fragment:
@@ -89,6 +92,9 @@ def parse_board(text: str) -> Board:
     for key, values in query.items():
         if len(values) != 1 or not values[0]:
             raise ConfigError(f"{where}: option {key} needs exactly one non-empty value")
+        # Percent-escapes decode to any character: a NUL or a line break would reach the board's shell or the ssh call.
+        if any(unicodedata.category(character) == "Cc" for character in values[0]) or values[0].startswith("-"):
+            raise ConfigError(f"{where}: option {key} is {values[0]!r} (allowed: a path with no control character, not starting with '-')")
         options[key] = values[0]
     # urlsplit lowercases the host name; a Host entry of the ssh configuration keeps its case.
     host = parts.netloc.rpartition("@")[2]
