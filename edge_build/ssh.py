@@ -1,7 +1,11 @@
-"""Talking to a board through the user's own OpenSSH client: the board agent's commands, and uploads.
+"""Talking to a board through the user's own OpenSSH client: the board agent's commands, and the bundle they receive.
 
-Every call is ``ssh`` or ``scp`` as the user would type it, so ``~/.ssh/config``,
-agents and jump hosts apply (``ssh_config``: ``-F PATH`` instead). Every call also
+Every call is ``ssh`` as the user would type it, so ``~/.ssh/config``, agents and
+jump hosts apply (``ssh_config``: ``-F PATH`` instead). Nothing else is needed on
+the board's side: the agent's code and any bundle travel on the session's standard
+input, so a board whose ssh server has no SFTP subsystem (Dropbear, minimal
+images) is checked like any other, and no path passes through a remote shell
+that a legacy ``scp`` would hand it to. Every call also
 runs in batch mode (no password or passphrase prompt) with strict host key
 checking: a board whose key is not in ``known_hosts`` or differs from it is
 refused, never accepted. What goes wrong becomes a ``BoardFault``: one line that
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import subprocess
 import threading
 from pathlib import Path
@@ -21,6 +26,9 @@ from edge_build.errors import StageError
 
 #: The board agent, streamed to the board's Python on each call.
 AGENT = Path(__file__).resolve().parent / "board" / "agent.py"
+#: What the board's Python runs: the agent's length in bytes on the first line of standard input, then its source;
+#: what follows is the agent's own input (a bundle's archive). ``exec`` runs it as ``__main__``, with the call's arguments.
+BOOTSTRAP = "import sys; size = int(sys.stdin.buffer.readline()); exec(compile(sys.stdin.buffer.read(size), 'agent.py', 'exec'))"
 #: The most a board may print on one stream of one call: its answers are JSON, logits included (a few MB).
 ANSWER_LIMIT = 64 * 2**20
 #: Seconds ssh waits for the board to answer a connection.
@@ -58,6 +66,18 @@ def _read_capped(stream, kept: bytearray, over: threading.Event, process: subpro
     stream.close()
 
 
+def _send(pipe, head: bytes, payload: Path | None) -> None:
+    """Write ``head``, then the file ``payload``, to ``pipe``; a command that stops reading is left to its exit status."""
+    try:
+        pipe.write(head)
+        if payload is not None:
+            with payload.open("rb") as source:
+                shutil.copyfileobj(source, pipe, 1 << 20)
+        pipe.close()
+    except OSError:  # BrokenPipeError: the command ended without reading it all
+        pass
+
+
 class BoardFault(StageError):
     """A board that could not be checked: unreachable, refused, missing software, crashed or too slow to answer.
 
@@ -84,7 +104,7 @@ def last_line(text: str) -> str:
 
 
 class Connection:
-    """The commands that reach one board: ``ssh``/``scp`` with the build's options."""
+    """The commands that reach one board: ``ssh`` with the build's options."""
 
     def __init__(self, board: Board, ssh_config: Path | None = None):
         self.board = board
@@ -103,30 +123,28 @@ class Connection:
             "ServerAliveCountMax=4",
         ]
 
-    def _call(self, command: list[str], timeout_s: float, stdin: str | None) -> subprocess.CompletedProcess:
-        """Run ``command``; its output read up to ``ANSWER_LIMIT`` bytes a stream and decoded with replacement (a board's bytes are not trusted)."""
+    def _call(self, command: list[str], timeout_s: float, head: bytes, payload: Path | None = None) -> subprocess.CompletedProcess:
+        """Run ``command`` with ``head`` then ``payload`` on its standard input; its output read up to ``ANSWER_LIMIT``
+        bytes a stream and decoded with replacement (a board's bytes are not trusted)."""
         try:
             process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except FileNotFoundError:
             raise BoardFault(self.board.address, "no ssh client", f"{command[0]} not found on this machine (install OpenSSH's client)") from None
         streams = {"stdout": bytearray(), "stderr": bytearray()}
         over = threading.Event()
-        readers = [threading.Thread(target=_read_capped, args=(getattr(process, name), kept, over, process)) for name, kept in streams.items()]
-        for reader in readers:
-            reader.start()
-        try:
-            process.stdin.write((stdin or "").encode("utf-8"))
-            process.stdin.close()
-        except BrokenPipeError:
-            pass  # the command ended without reading it: its exit status says why
+        threads = [threading.Thread(target=_read_capped, args=(getattr(process, name), kept, over, process)) for name, kept in streams.items()]
+        # Written from a thread too: a board that stops reading must not hold the build past the timeout.
+        threads.append(threading.Thread(target=_send, args=(process.stdin, head, payload)))
+        for thread in threads:
+            thread.start()
         try:
             process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             process.kill()
             raise BoardFault(self.board.address, "timeout", f"no result after {timeout_s:g} s (ssh stopped)") from None
         finally:
-            for reader in readers:
-                reader.join()
+            for thread in threads:
+                thread.join()
         if over.is_set():
             raise BoardFault(self.board.address, "answer too large", f"more than {ANSWER_LIMIT // 2**20} MiB of output (ssh stopped)")
         text = {name: kept.decode("utf-8", errors="replace") for name, kept in streams.items()}
@@ -139,13 +157,13 @@ class Connection:
                 return BoardFault(self.board.address, kind, f"{meaning} ({last_line(done.stderr)})")
         return BoardFault(self.board.address, otherwise, last_line(done.stderr) or f"exit {done.returncode}")
 
-    def agent(self, arguments: list[str], timeout_s: float) -> dict:
-        """Run ``agent.py ARGUMENTS`` in the board's Python; its JSON answer."""
+    def agent(self, arguments: list[str], timeout_s: float, payload: Path | None = None) -> dict:
+        """Run ``agent.py ARGUMENTS`` in the board's Python, with the file ``payload`` on its standard input; its JSON answer."""
         port = ["-p", str(self.board.port)] if self.board.port else []
-        python = remote_word(self.board.python)
-        remote = " ".join(["exec", python, "-", *map(shlex.quote, arguments)])
+        remote = " ".join(["exec", remote_word(self.board.python), "-c", shlex.quote(BOOTSTRAP), *map(shlex.quote, arguments)])
+        source = AGENT.read_bytes()
         # "--": nothing after it is read as an option, whatever the address holds.
-        done = self._call(["ssh", *self.options, *port, "--", self.board.destination, remote], timeout_s, AGENT.read_text(encoding="utf-8"))
+        done = self._call(["ssh", *self.options, *port, "--", self.board.destination, remote], timeout_s, b"%d\n%s" % (len(source), source), payload)
         if done.returncode == SSH_FAILED:
             raise self._ssh_fault(done)
         if done.returncode in COMMAND_NOT_FOUND:
@@ -164,12 +182,3 @@ class Connection:
             return json.loads(answer)
         except ValueError:
             raise BoardFault(self.board.address, "board error", f"its answer is not JSON: {answer[:200]!r}") from None
-
-    def upload(self, local: Path, remote: str, timeout_s: float) -> None:
-        """``scp LOCAL BOARD:REMOTE``; ``remote`` is an absolute path on the board."""
-        port = ["-P", str(self.board.port)] if self.board.port else []
-        host = f"[{self.board.host}]" if ":" in self.board.host else self.board.host
-        destination = f"{self.board.user}@{host}" if self.board.user else host
-        done = self._call(["scp", "-q", *self.options, *port, "--", str(local), f"{destination}:{remote}"], timeout_s, None)
-        if done.returncode != 0:
-            raise self._ssh_fault(done, "upload failed")

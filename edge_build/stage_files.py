@@ -220,7 +220,7 @@ STAGE_FILES: dict[str, StageFiles] = {
         inputs=(
             _PROFILE,
             _target_dir("its bundle and golden set; results go under boards/"),
-            File("ssh_config", "an ssh configuration file, passed as -F to every ssh and scp call", optional=True),
+            File("ssh_config", "an ssh configuration file, passed as -F to every ssh call", optional=True),
         ),
     ),
     "board_report": StageFiles(inputs=(_PROFILE, _target_dir("its runtime checks and boards/"))),

@@ -1,6 +1,7 @@
 """A real OpenSSH server on 127.0.0.1 for the board tests: throwaway keys, keys only, stopped at the end.
 
-Debian's ``openssh-server`` (``.ci/run`` installs it). The server runs as the
+Debian's ``openssh-server`` (``.ci/run`` installs it), with no SFTP subsystem, as
+Dropbear-based and minimal board images: the build needs none. The server runs as the
 user running the tests and lets in only that user, with the key it makes. The
 ssh configuration it writes names one ``Host`` per way of reaching it, faults included.
 """
@@ -17,7 +18,6 @@ import time
 from pathlib import Path
 
 SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd")
-SFTP_SERVERS = ("/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server", "/usr/libexec/sftp-server")
 
 
 def sshd_binary() -> str | None:
@@ -71,7 +71,6 @@ def start(root: Path) -> SshServer:
     keygen(root / "stranger_key")  # a key the server does not know
     for name in ("authorized_keys", "user_key", "stranger_key"):
         (root / name).chmod(0o600)
-    sftp = next((path for path in SFTP_SERVERS if os.path.exists(path)), "internal-sftp")
     (root / "sshd_config").write_text(
         f"""ListenAddress 127.0.0.1
 Port {port}
@@ -86,7 +85,6 @@ UsePAM no
 StrictModes no
 PermitRootLogin prohibit-password
 MaxStartups 50
-Subsystem sftp {sftp}
 """
     )
     if os.geteuid() == 0:

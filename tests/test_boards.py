@@ -8,6 +8,7 @@ a run leaves on the board can be listed.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import math
@@ -76,6 +77,10 @@ def test_a_board_checks_the_bundle_and_a_second_run_uploads_nothing(ssh_server, 
     address = f"ssh://{ssh_server.user}@127.0.0.1:{ssh_server.port}?python={board_python}&cache={cache}"
     board = parse_board(address)
     profile = profile_file(tmp_path)
+    # The server has no SFTP subsystem, as Dropbear-based and minimal images: scp (SFTP since OpenSSH 9) cannot reach it.
+    scp = ["scp", "-F", str(ssh_server.ssh_config), "-o", "BatchMode=yes", "--", str(profile), f"board:{tmp_path}/copied"]
+    refused = subprocess.run(scp, capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0 and not (tmp_path / "copied").exists(), refused.stderr
     code, out, err = check(profile, target, address, ssh_config=ssh_server.ssh_config, capsys=capsys)
     assert code == 0, err
     result_path, plot = target.board_outputs(board.name)
@@ -126,6 +131,12 @@ def test_a_damaged_cached_bundle_is_uploaded_again(ssh_server, board_python, tar
     code, out, err = check(profile, target, address, ssh_server.ssh_config, capsys)
     assert code == 0, err
     assert "uploaded" in out and (cached / "labels.txt").read_text() != "tampered\n"
+    # A file the manifest does not list, planted in the board's copy, would run before numpy: the board drops that copy.
+    (cached / "numpy").mkdir()
+    (cached / "numpy" / "__init__.py").write_text("raise SystemExit('planted')\n")
+    code, out, err = check(profile, target, address, ssh_server.ssh_config, capsys)
+    assert code == 0, err
+    assert "uploaded" in out and not (cached / "numpy").exists()
 
 
 def test_a_latency_budget_broken_on_purpose_fails_the_gate_and_writes_nothing(ssh_server, board_python, target, tmp_path: Path, capsys):
@@ -280,12 +291,13 @@ def test_a_p50_interval_and_the_invokes_that_would_decide_a_budget():
 LYING_BOARD = """#!{python}
 # A board whose Python runs the agent, then forges its answer to `run`: {mode}.
 import json, subprocess, sys
-done = subprocess.run([{python!r}, *sys.argv[1:]], input=sys.stdin.read(), capture_output=True, text=True)
-sys.stderr.write(done.stderr)
-if sys.argv[2:3] != ["run"] or done.returncode:
-    sys.stdout.write(done.stdout)
+# Called as the agent's Python: -c BOOTSTRAP COMMAND ..., the agent and any bundle on standard input.
+done = subprocess.run([{python!r}, *sys.argv[1:]], input=sys.stdin.buffer.read(), capture_output=True)
+sys.stderr.write(done.stderr.decode())
+if sys.argv[3:4] != ["run"] or done.returncode:
+    sys.stdout.write(done.stdout.decode())
     sys.exit(done.returncode)
-answer = json.loads(done.stdout.strip().splitlines()[-1])
+answer = json.loads(done.stdout.decode().strip().splitlines()[-1])
 mode = {mode!r}
 if mode == "short":
     answer["checks"].pop()
@@ -337,7 +349,7 @@ def test_the_build_decides_emulation_not_the_board(ssh_server, board_python, tar
     assert_nothing_written(target, "board")
 
 
-def test_a_tarball_that_is_not_its_manifest_is_never_uploaded(ssh_server, board_python, target, tmp_path: Path, capsys):
+def test_a_tarball_that_is_not_its_manifest_is_never_uploaded(ssh_server, board_python, target, tmp_path: Path, capsys, monkeypatch):
     # A shared cache or a hand could swap the tarball beside a good bundle folder: it is checked file by file first.
     cache = tmp_path / "board-cache"
     with tarfile.open(target.bundle_archive, "r:gz") as tar:
@@ -356,3 +368,13 @@ def test_a_tarball_that_is_not_its_manifest_is_never_uploaded(ssh_server, board_
         == f"error: {target.bundle_archive}: does not hold what {target.bundle_dir}/manifest.json lists (numpy/__init__.py); run scons again"
     )
     assert not cache.exists()  # nothing reached the board
+
+    # Were the build's own check skipped, the board refuses the bundle itself: it holds it to exactly its manifest.
+    manifest = target.bundle_dir / "manifest.json"
+    monkeypatch.setattr(
+        board_check, "consistent_bundle", lambda t: (hashlib.sha256(manifest.read_bytes()).hexdigest(), json.loads(manifest.read_text()))
+    )
+    code, out, err = check(profile_file(tmp_path), target, board_address("board", board_python, cache), ssh_server.ssh_config, capsys)
+    assert code == cli.EXIT_USER_ERROR and "Traceback" not in err
+    assert re.search(r"board error: \S+/numpy: not listed in the manifest; a bundle holds exactly the files its manifest lists$", err.strip()), err
+    assert list((cache / "bundles").iterdir()) == [] and list((cache / "uploads").iterdir()) == []

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 
 from edge_build.board import agent
 from edge_build.board.agent import BundleError, safe_extract, verify
+from edge_build.ssh import BOOTSTRAP
 
 
 def make_bundle(folder: Path, files: dict[str, bytes], listed: dict | None = None) -> Path:
@@ -84,3 +87,57 @@ def test_an_archive_past_the_caps_is_refused_before_anything_is_written(tmp_path
     with pytest.raises(BundleError, match=r"unpacks to 1048580 bytes, more than the 1 MiB a bundle may hold"):
         safe_extract(str(tar_of(tmp_path / "big.tar", 4, 2**18 + 1)), str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
+
+
+def receive(cache: Path, archive: bytes, size: int, sha256: str, bundle: str) -> subprocess.CompletedProcess:
+    """The agent's ``receive``, run as ssh runs it on a board: the bootstrap, the agent's source, then the archive, on standard input."""
+    source = Path(agent.__file__).read_bytes()
+    command = [sys.executable, "-c", BOOTSTRAP, "receive", f"--cache={cache}", f"--bundle={bundle}", f"--size={size}", f"--archive-sha256={sha256}"]
+    return subprocess.run(command, input=b"%d\n%s%s" % (len(source), source, archive), capture_output=True, timeout=60, cwd="/")
+
+
+def bundle_archive(tmp_path: Path) -> tuple[bytes, str]:
+    """A bundle's archive (one top folder, as the bundle stage packs it) and its manifest's SHA-256."""
+    folder = make_bundle(tmp_path / "src" / "bundle-tiny", FILES)
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w:gz") as tar:
+        tar.add(folder, arcname="bundle-tiny")
+    return data.getvalue(), hashlib.sha256((folder / "manifest.json").read_bytes()).hexdigest()
+
+
+def test_a_bundle_received_on_standard_input_is_checked_then_installed(tmp_path: Path):
+    archive, manifest_sha256 = bundle_archive(tmp_path)
+    cache = tmp_path / "cache"
+    done = receive(cache, archive, len(archive), hashlib.sha256(archive).hexdigest(), manifest_sha256)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"installed": str(cache / "bundles" / manifest_sha256)}
+    assert verify(str(cache / "bundles" / manifest_sha256), manifest_sha256)["files"]
+    assert sorted(p.name for p in cache.rglob("*") if "bundles/" not in p.as_posix()) == ["bundles", "runs", "uploads"]
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda a, size, digest: (a[: len(a) // 2], size, digest), "the archive ended after"),  # a connection that broke
+        (lambda a, size, digest: (a + b"x", size, digest), "more than the"),
+        (lambda a, size, digest: (a[:-1] + bytes([a[-1] ^ 1]), size, digest), "the archive's SHA-256 is not the one the build sent"),
+        (lambda a, size, digest: (a, 5 * 2**30, digest), "more than the 4096 MiB a bundle may hold"),
+    ],
+)
+def test_a_received_archive_that_is_not_what_was_sent_is_refused_and_removed(tmp_path: Path, change, message: str):
+    archive, manifest_sha256 = bundle_archive(tmp_path)
+    sent, size, digest = change(archive, len(archive), hashlib.sha256(archive).hexdigest())
+    cache = tmp_path / "cache"
+    done = receive(cache, sent, size, digest, manifest_sha256)
+    assert done.returncode == 2 and done.stderr.decode().startswith("error: ") and message in done.stderr.decode(), done.stderr
+    assert list((cache / "bundles").iterdir()) == [] and list((cache / "uploads").iterdir()) == []
+
+
+def test_what_a_killed_receive_left_is_swept_by_the_next(tmp_path: Path):
+    archive, manifest_sha256 = bundle_archive(tmp_path)
+    cache = tmp_path / "cache"
+    (cache / "uploads").mkdir(parents=True)
+    (cache / "bundles" / f"{agent.STAGING}999999999-x").mkdir(parents=True)  # no such process
+    (cache / "uploads" / "999999999-y.tar.gz").write_bytes(archive[:10])
+    assert receive(cache, archive, len(archive), hashlib.sha256(archive).hexdigest(), manifest_sha256).returncode == 0
+    assert [p.name for p in (cache / "bundles").iterdir()] == [manifest_sha256] and list((cache / "uploads").iterdir()) == []

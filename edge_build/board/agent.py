@@ -1,21 +1,24 @@
 """A bundle on the board: checking it against its manifest, unpacking it safely, and what a build machine runs there over ssh.
 
 Standard library only, and one file: a build machine streams it to the board's
-Python (``ssh BOARD python3 - COMMAND ...``), where edge-build is not installed,
-and ``launch.py`` imports its bundle checks. Each command prints one JSON object
-on standard output; a command that cannot do its job prints ``error: ...`` on
-standard error and exits 2.
+Python over ssh's standard input (``edge_build/ssh.py``: its length, then its
+source, then for ``receive`` the bundle's archive), where edge-build is not
+installed, and ``launch.py`` imports its bundle checks. Each command prints one
+JSON object on standard output; a command that cannot do its job prints
+``error: ...`` on standard error and exits 2.
 
     probe    the board (hostname, machine, CPU, Python, numpy, each runtime) and whether the bundle is in the cache
-    prepare  make the cache's folders, for an upload
-    install  unpack an uploaded bundle into the cache, under its manifest's SHA-256, and remove the upload
+    receive  read the bundle's archive from standard input (its size and SHA-256 checked), unpack it into the cache
+             under its manifest's SHA-256, and remove the archive
     run      ``bench.py --parity`` for each model and runtime, in a temporary folder that is always removed
-    discard  remove an upload that did not finish
 
-The cache (``--cache``, ``~/.cache/edge-build`` by default on the build side) holds
-``bundles/<sha256 of manifest.json>/`` (kept: an unchanged bundle is not uploaded
-again), ``uploads/`` (archives until they are unpacked) and ``runs/`` (one folder
-per run, removed when it ends; one whose process died is removed by the next run).
+The bundle travels inside the ssh session: no scp, no SFTP server, and no path
+through the board's shell. The cache (``--cache``, ``~/.cache/edge-build`` by
+default on the build side) holds ``bundles/<sha256 of manifest.json>/`` (kept: an
+unchanged bundle is not uploaded again), ``uploads/`` (an archive while it is
+received) and ``runs/`` (one folder per run, removed when it ends). What a
+process killed mid-way left there is named by its process id, and removed by the
+next command that uses that folder.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ MANIFEST = "manifest.json"
 #: What an archive may unpack to: a bundle is a few dozen files, its models tens of MB.
 MAX_MEMBERS = 1000
 MAX_UNPACKED_BYTES = 4 * 2**30
+#: What a bundle is unpacked into, beside the cached ones, until it is verified.
+STAGING = ".partial-"
 #: A runtime that takes longer than this to import is reported as not importing.
 IMPORT_TIMEOUT_S = 120
 
@@ -224,22 +229,43 @@ def probe(args: argparse.Namespace) -> dict:
     }
 
 
-def prepare(args: argparse.Namespace) -> dict:
-    return cache_folders(args.cache)
+def receive_archive(source, size: int, sha256: str, uploads: str) -> str:
+    """Exactly ``size`` bytes of ``source`` into a file under ``uploads``, refused unless they are all there and hash to ``sha256``."""
+    if size > MAX_UNPACKED_BYTES:
+        raise BundleError(f"an archive of {size} bytes, more than the {MAX_UNPACKED_BYTES / 2**20:g} MiB a bundle may hold")
+    handle, path = tempfile.mkstemp(prefix=f"{os.getpid()}-", suffix=".tar.gz", dir=uploads)
+    try:
+        digest, left = hashlib.sha256(), size
+        with os.fdopen(handle, "wb") as archive:
+            while left:
+                block = source.read(min(left, 1 << 20))
+                if not block:
+                    raise BundleError(f"the archive ended after {size - left} of its {size} bytes (the connection broke)")
+                digest.update(block)
+                archive.write(block)
+                left -= len(block)
+        if source.read(1):
+            raise BundleError(f"more than the {size} bytes announced arrived")
+        if digest.hexdigest() != sha256:
+            raise BundleError("the archive's SHA-256 is not the one the build sent (damaged on the way)")
+    except BaseException:
+        os.unlink(path)
+        raise
+    return path
 
 
-def install(args: argparse.Namespace) -> dict:
-    """Unpack the uploaded archive beside the cache, check it is the bundle asked for, then move it in whole."""
+def receive(args: argparse.Namespace) -> dict:
+    """Unpack the archive read from standard input beside the cache, check it is the bundle asked for, then move it in whole."""
     folders = cache_folders(args.cache)
-    upload = os.path.realpath(args.archive)
-    if os.path.dirname(upload) != os.path.realpath(folders["uploads"]):
-        raise BundleError(f"{args.archive}: not an upload of this cache")
-    staging = tempfile.mkdtemp(prefix=".partial-", dir=folders["bundles"])
+    sweep_dead(folders["uploads"])
+    sweep_dead(folders["bundles"], STAGING)
+    upload = receive_archive(sys.stdin.buffer, args.size, args.archive_sha256, folders["uploads"])
+    staging = tempfile.mkdtemp(prefix=f"{STAGING}{os.getpid()}-", dir=folders["bundles"])
     try:
         safe_extract(upload, staging)
         tops = os.listdir(staging)
         if len(tops) != 1:
-            raise BundleError(f"{args.archive}: expected one bundle folder, found {sorted(tops)}")
+            raise BundleError(f"the archive holds {sorted(tops)}, expected one bundle folder")
         unpacked = os.path.join(staging, tops[0])
         verify(unpacked, args.bundle)
         final = os.path.join(folders["bundles"], args.bundle)
@@ -261,12 +287,16 @@ def process_alive(pid: int) -> bool:
     return True
 
 
-def sweep_runs(runs: str) -> None:
-    """Remove the folders of runs whose process is gone (killed with its ssh session, say)."""
-    for name in os.listdir(runs):
-        pid = name.split("-", 1)[0]
-        if pid.isdigit() and not process_alive(int(pid)):
-            shutil.rmtree(os.path.join(runs, name), ignore_errors=True)
+def sweep_dead(folder: str, prefix: str = "") -> None:
+    """Remove what a process left in ``folder`` (named ``PREFIX<pid>-...``) once that process is gone (killed with its ssh session, say)."""
+    for name in os.listdir(folder):
+        pid = name[len(prefix) :].split("-", 1)[0] if name.startswith(prefix) else ""
+        if pid.isdigit() and len(pid) < 10 and not process_alive(int(pid)):
+            path = os.path.join(folder, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
 
 
 def tail(text: str) -> str:
@@ -297,7 +327,7 @@ def bench_one(python: str, bundle: str, model: str, runtime: str, bench_options:
 def run(args: argparse.Namespace) -> dict:
     folders = cache_folders(args.cache)
     bundle = os.path.join(folders["bundles"], args.bundle)
-    sweep_runs(folders["runs"])
+    sweep_dead(folders["runs"])
     scratch = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=folders["runs"])
     try:
         verify(bundle)
@@ -315,24 +345,16 @@ def run(args: argparse.Namespace) -> dict:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def discard(args: argparse.Namespace) -> dict:
-    upload = os.path.realpath(args.archive)
-    if os.path.dirname(upload) == os.path.realpath(cache_folders(args.cache)["uploads"]) and os.path.isfile(upload):
-        os.unlink(upload)
-        return {"discarded": upload}
-    return {"discarded": None}
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agent", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in ("probe", "prepare", "install", "run", "discard"):
+    for name in ("probe", "receive", "run"):
         command = commands.add_parser(name)
         command.add_argument("--cache", required=True, help="the board's bundle cache")
         command.add_argument("--bundle", required=True, help="SHA-256 of the bundle's manifest.json")
     commands.choices["probe"].add_argument("--runtime", action="append", default=[], help="DISTRIBUTION=INTERPRETER_MODULE, once per runtime")
-    for name in ("install", "discard"):
-        commands.choices[name].add_argument("--archive", required=True, help="the uploaded bundle-<target>.tar.gz")
+    commands.choices["receive"].add_argument("--size", type=int, required=True, help="bytes of bundle-<target>.tar.gz on standard input")
+    commands.choices["receive"].add_argument("--archive-sha256", required=True, help="their SHA-256")
     run_parser = commands.choices["run"]
     run_parser.add_argument("--check", action="append", default=[], help="MODEL:RUNTIME, once per check, run in that order")
     run_parser.add_argument("--timeout", type=float, required=True, help="seconds each check may take")
@@ -345,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "bench", None) and args.bench[0] == "--":
         args.bench = args.bench[1:]
     try:
-        result = {"probe": probe, "prepare": prepare, "install": install, "run": run, "discard": discard}[args.command](args)
+        result = {"probe": probe, "receive": receive, "run": run}[args.command](args)
     except (BundleError, OSError, tarfile.TarError) as exc:
         # One file, streamed alone to the board: it cannot import the package, so it repeats the line and the code
         # of edge_build/board/__init__.py's fail(..., EXIT_USAGE); tests/test_structure.py keeps it standalone.

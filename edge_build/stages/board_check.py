@@ -28,7 +28,6 @@ import hashlib
 import io
 import json
 import math
-import os
 import sys
 import tarfile
 from pathlib import Path
@@ -79,21 +78,20 @@ def board_system(connection: Connection, profile: TargetProfile, common: list[st
     return system
 
 
-def deliver(connection: Connection, archive: Path, system: dict, common: list[str], sha256: str) -> bool:
-    """Upload and unpack the bundle unless the board's cache holds it; whether it was uploaded."""
+def deliver(connection: Connection, archive: Path, system: dict, common: list[str]) -> bool:
+    """Send and unpack the bundle unless the board's cache holds it; whether it was sent.
+
+    The archive goes down the agent's own ssh session, after its code: the board needs no scp or SFTP server, and its
+    shell never sees a path. The agent checks the size and SHA-256 of what arrived, and removes it whatever happens.
+    """
     if system["cached"]:
         return False
-    uploads = connection.agent(["prepare", *common], CONNECT_TIMEOUT_S + 30)["uploads"]
-    remote = f"{uploads}/{sha256}-{os.uname().nodename}-{os.getpid()}.tar.gz"
-    try:
-        connection.upload(archive, remote, CONNECT_TIMEOUT_S + UPLOAD_S_PER_MB * (1 + archive.stat().st_size / 1e6))
-        connection.agent(["install", *common, "--archive", remote], CONNECT_TIMEOUT_S + 120)
-    except BoardFault:
-        try:  # what a broken upload left on the board
-            connection.agent(["discard", *common, "--archive", remote], CONNECT_TIMEOUT_S + 30)
-        except BoardFault:
-            pass
-        raise
+    size = archive.stat().st_size
+    connection.agent(
+        ["receive", *common, f"--size={size}", f"--archive-sha256={sha256_file(archive)}"],
+        CONNECT_TIMEOUT_S + 120 + UPLOAD_S_PER_MB * (1 + size / 1e6),
+        payload=archive,
+    )
     return True
 
 
@@ -239,7 +237,7 @@ def check_board(profile: TargetProfile, board: Board, target: Target, ssh_config
     connection = Connection(board, ssh_config)
     common = ["--cache", board.cache, "--bundle", sha256]
     system = board_system(connection, profile, common)
-    uploaded = deliver(connection, target.bundle_archive, system, common, sha256)
+    uploaded = deliver(connection, target.bundle_archive, system, common)
     pairs, missing = planned_checks(profile, system)
     models = manifest["models"]
     settings = profile.checks
