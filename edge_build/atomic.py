@@ -21,6 +21,22 @@ def _temporary_sibling(path: Path) -> Path:
     return path.with_name(f".tmp-{os.getpid()}-{path.name}")
 
 
+def _owner_gone(leftover: Path) -> bool:
+    """Whether the process that named this temporary (``.tmp-<pid>-...``) is gone: a live one may be another build's, still writing."""
+    pid = leftover.name.split("-")[1]
+    if not pid.isdigit() or len(pid) > 9:
+        return False
+    if int(pid) == os.getpid():  # an earlier process of the same id: this one is about to use that name
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's live process
+        return False
+    return False
+
+
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
@@ -39,9 +55,10 @@ def atomic_outputs(*paths: os.PathLike | str) -> Iterator[Sequence[Path]]:
     temporaries = [_temporary_sibling(p) for p in finals]
     for final in finals:
         final.parent.mkdir(parents=True, exist_ok=True)
-        # What a killed run of this stage left behind: only one process writes a given output at a time.
+        # What a killed run of this stage left behind. Only that: builds sharing a folder (runtime_envs=) may be writing beside it.
         for leftover in final.parent.glob(f".tmp-*-{glob.escape(final.name)}"):
-            _remove(leftover)
+            if _owner_gone(leftover):
+                _remove(leftover)
     try:
         yield temporaries
     except BaseException:

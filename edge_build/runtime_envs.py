@@ -7,9 +7,13 @@ stack, never in this project's own Python. Standard library only.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 #: The checkout of edge-build running now: its board code is what an environment's Python runs.
@@ -25,6 +29,54 @@ _EXTRA_MARKER = re.compile(r";.*\bextra\s*==")
 
 def read_environment(path: Path) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def lock_file(env_json: Path) -> Path:
+    """The lock of one environment: beside its folder, which provisioning replaces whole."""
+    folder = Path(env_json).parent
+    return folder.with_name(f"{folder.name}.lock")
+
+
+@contextlib.contextmanager
+def locked(path: Path, exclusive: bool) -> Iterator[None]:
+    """Hold ``path``'s advisory lock: exclusive (one holder) or shared (any number, no exclusive one) until the block ends.
+
+    Builds that share a folder (``runtime_envs=``) wait on each other here; the
+    kernel drops the lock when its process dies, so a killed build holds nothing.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(descriptor)
+
+
+@contextlib.contextmanager
+def environment_in_use(env_json: Path) -> Iterator[dict]:
+    """The environment's record, read and held under a shared lock: no build replaces the environment while this one runs its Python."""
+    with locked(lock_file(env_json), exclusive=False):
+        yield read_environment(env_json)
+
+
+def writable_by_others(folder: Path) -> str | None:
+    """Why someone other than this user (or root) could change what ``folder``'s environments run, or ``None``.
+
+    Whoever can write the folder, an environment's folder or its ``env.json`` can
+    make every build that uses it run their code (``env.json`` names the Python).
+    """
+    me = os.geteuid()
+    paths = [folder, *(p for child in sorted(folder.iterdir()) if child.is_dir() for p in (child, child / "env.json") if p.exists())]
+    for path in paths:
+        info = path.lstat()
+        if stat.S_ISLNK(info.st_mode):
+            return f"{path} is a link"
+        if info.st_uid not in (me, 0):
+            return f"{path} belongs to user id {info.st_uid}"
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return f"{path} is writable by {'everyone' if info.st_mode & stat.S_IWOTH else 'its group'} (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
 
 
 def launcher(environment: dict) -> tuple[list[str], dict[str, str]]:

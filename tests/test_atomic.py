@@ -1,3 +1,5 @@
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,3 +60,20 @@ def test_what_a_killed_run_left_behind_is_removed_by_the_next(tmp_path: Path):
     with atomic_output(tmp_path / "model.weights.h5") as staging:
         staging.write_bytes(b"whole")
     assert sorted(p.name for p in tmp_path.iterdir()) == [".tmp-99999-train_log.json", "model.weights.h5"]
+
+
+def test_a_live_process_temporary_is_never_removed(tmp_path: Path):
+    # Another build sharing the folder (runtime_envs=) writes beside this one: its staging stays until its process is gone.
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        live = tmp_path / f".tmp-{alive.pid}-env"
+        live.mkdir()
+        with atomic_output(tmp_path / "env") as staging:
+            staging.mkdir()
+        assert live.is_dir()
+    finally:
+        alive.kill()
+        alive.wait()
+    with atomic_output(tmp_path / "env") as staging:
+        staging.mkdir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["env"]

@@ -13,7 +13,9 @@ import io
 import json
 import os
 import shutil
+import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,7 @@ from conftest import REPO, TINY_PROFILE, debian_packages_unavailable, write_prof
 from edge_build.config.profile import load_profile
 from edge_build.errors import StageError
 from edge_build.platforms import host_arch
-from edge_build.runtime_envs import describe, launcher, read_environment, unavailable
+from edge_build.runtime_envs import describe, environment_in_use, launcher, lock_file, locked, read_environment, unavailable, writable_by_others
 from edge_build.stacks import EnvironmentSpec, RuntimeSpec, Stack
 from edge_build.stages import runtime_check, runtime_env, tflite
 from edge_build.stages.runtime_env import DEBIAN_ARCH, install, pip_wheels, provision, reusable, runtime_spec
@@ -283,3 +285,99 @@ def test_a_runtime_version_without_a_row_is_refused_before_anything_is_provision
         "run is unknown (allowed: 2.3.0, or add a row for it to edge_build/board/runtime.py)\n"
     )
     assert not (tmp_path / "env").exists() and not (tmp_path / "apt").exists()
+
+
+#: Another process trying the lock without waiting: exit 0 if it got it, 1 if it is held.
+TRY_LOCK = (
+    "import fcntl, os, sys; d = os.open(sys.argv[1], os.O_RDWR); sys.exit(0 if fcntl.flock(d, int(sys.argv[2]) | fcntl.LOCK_NB) is None else 1)"
+)
+
+
+def lock_taken(path: Path, exclusive: bool) -> bool:
+    """Whether another process could take ``path``'s lock now, without waiting."""
+    import fcntl
+
+    mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+    done = subprocess.run([sys.executable, "-c", TRY_LOCK, str(path), str(mode)], capture_output=True, text=True, timeout=60)
+    assert done.returncode in (0, 1) and ("BlockingIOError" in done.stderr) == (done.returncode == 1), done.stderr
+    return done.returncode == 0
+
+
+def test_provisioning_excludes_every_other_user_of_the_environment_and_users_exclude_provisioning(tmp_path: Path):
+    env_json = tmp_path / "envs" / "bookworm-x86_64" / "env.json"
+    lock = lock_file(env_json)
+    assert lock == tmp_path / "envs" / "bookworm-x86_64.lock"  # beside the folder that provisioning replaces whole
+    with locked(lock, exclusive=True):
+        assert not lock_taken(lock, exclusive=False) and not lock_taken(lock, exclusive=True)
+    env_json.parent.mkdir()
+    env_json.write_text('{"key": "bookworm-x86_64"}')
+    with environment_in_use(env_json) as record:
+        assert record == {"key": "bookworm-x86_64"}
+        assert lock_taken(lock, exclusive=False) and not lock_taken(lock, exclusive=True)  # other checks run; no one re-provisions
+    assert lock_taken(lock, exclusive=True)
+
+
+def test_a_runtime_envs_folder_others_can_write_is_refused_unless_trusted(tmp_path: Path):
+    shared = tmp_path / "envs"
+    (shared / "bookworm-x86_64").mkdir(parents=True, mode=0o755)
+    (shared / "bookworm-x86_64" / "env.json").write_text("{}")
+    for path in (shared, shared / "bookworm-x86_64"):
+        path.chmod(0o755)
+    (shared / "bookworm-x86_64" / "env.json").chmod(0o644)
+    assert writable_by_others(shared) is None
+    for path, mode, why in (
+        (shared, 0o775, f"{shared} is writable by its group (mode 0775)"),
+        (shared, 0o777, f"{shared} is writable by everyone (mode 0777)"),
+        (shared / "bookworm-x86_64", 0o775, f"{shared}/bookworm-x86_64 is writable by its group (mode 0775)"),
+        (shared / "bookworm-x86_64" / "env.json", 0o666, f"{shared}/bookworm-x86_64/env.json is writable by everyone (mode 0666)"),
+    ):
+        before = stat.S_IMODE(path.stat().st_mode)
+        path.chmod(mode)
+        assert writable_by_others(shared) == why
+        path.chmod(before)
+    if os.geteuid() == 0:  # only root can give a file away
+        os.chown(shared / "bookworm-x86_64" / "env.json", 65534, 65534)
+        assert writable_by_others(shared) == f"{shared}/bookworm-x86_64/env.json belongs to user id 65534"
+        os.chown(shared / "bookworm-x86_64" / "env.json", 0, 0)
+    # Through scons, before anything is scheduled; trust_runtime_envs=yes accepts the folder.
+    shared.chmod(0o777)
+    scons = [sys.executable, "-m", "SCons", "-Q", "-n", f"build_dir={tmp_path / 'build'}", f"runtime_envs={shared}"]
+    refused = subprocess.run(scons, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and refused.stdout == "", refused.stdout
+    assert refused.stderr.strip() == (
+        f"scons: *** runtime_envs={shared}: {shared} is writable by everyone (mode 0777), and whoever can write there runs code in every "
+        "build that uses it (allowed: a folder only you can write, or trust_runtime_envs=yes if you trust its writers)"
+    )
+    trusted = subprocess.run([*scons, "trust_runtime_envs=yes"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert trusted.returncode == 0 and "edge_build.stages.runtime_env" in trusted.stdout, trusted.stderr
+    # A fresh folder is made by scons itself, for its owner only whatever the umask.
+    fresh = tmp_path / "fresh" / "envs"
+    previous = os.umask(0o002)
+    try:
+        made = subprocess.run([*scons[:-1], f"runtime_envs={fresh}"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    finally:
+        os.umask(previous)
+    assert made.returncode == 0 and stat.S_IMODE(fresh.stat().st_mode) == 0o755, made.stderr
+
+
+@pytest.mark.slow
+def test_two_builds_sharing_a_fresh_runtime_envs_folder_provision_it_once(tmp_path: Path):
+    shared = tmp_path / "envs"
+    builds = [
+        subprocess.Popen(
+            [sys.executable, "-m", "SCons", "-Q", "-j2", f"build_dir={tmp_path / name}", f"runtime_envs={shared}", "verbose=yes", "runtime-env"],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("first", "second")
+    ]
+    outputs = [build.communicate(timeout=1800) for build in builds]
+    assert [build.returncode for build in builds] == [0, 0], [err[-2000:] for _, err in outputs]
+    said = [line for out, _ in outputs for line in out.splitlines() if line.startswith("runtime-env: ")]
+    # One provisions while the other waits on the lock, then reuses what the first made.
+    assert sum(" reusing " in line for line in said) == 1 and sum(" ready: " in line for line in said) == 2, said
+    (key,) = [p.name for p in shared.iterdir() if p.is_dir() and p.name != "apt"]
+    assert sorted(p.name for p in shared.iterdir() if p.name != "apt") == [key, f"{key}.lock"]  # no staging folder left
+    assert writable_by_others(shared) is None

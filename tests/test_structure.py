@@ -10,6 +10,7 @@ from pathlib import Path
 from conftest import REPO
 
 from edge_build import scons_support
+from edge_build.ssh import BOOTSTRAP
 
 STAGES = sorted(p.stem for p in (REPO / "edge_build" / "stages").glob("*.py") if p.stem != "__init__")
 
@@ -43,6 +44,7 @@ def test_sconstruct_imports_only_the_layout_the_configuration_and_the_scons_help
         "edge_build.errors",
         "edge_build.layout",
         "edge_build.provenance",
+        "edge_build.runtime_envs",
         "edge_build.scons_support",
         "edge_build.stage_files",
     }
@@ -74,16 +76,16 @@ def test_relative_and_package_imports_are_followed(tmp_path: Path):
 
 
 def test_the_board_agent_is_one_standalone_file():
-    # ssh streams agent.py alone to the board's Python (`python3 - COMMAND`): a relative or edge_build import would fail there.
-    tree = ast.parse((REPO / "edge_build" / "board" / "agent.py").read_text(encoding="utf-8"))
+    # ssh streams agent.py alone to the board's Python (`python3 -c BOOTSTRAP COMMAND`): a relative or edge_build import would fail there.
+    source = (REPO / "edge_build" / "board" / "agent.py").read_bytes()
+    tree = ast.parse(source)
     imports = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("edge_build"))]
     assert imports == []
     result = subprocess.run(
-        [sys.executable, "-", "probe", "--help"],
-        input=(REPO / "edge_build" / "board" / "agent.py").read_text(),
+        [sys.executable, "-c", BOOTSTRAP, "probe", "--help"],
+        input=b"%d\n%s" % (len(source), source),
         capture_output=True,
-        text=True,
         cwd="/",
         timeout=60,
     )
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0 and result.stdout.startswith(b"usage: agent probe"), result.stderr

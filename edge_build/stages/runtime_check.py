@@ -44,7 +44,7 @@ from edge_build.isolated import run_isolated
 from edge_build.layout import Target
 from edge_build.plots import latency_series, plot_latency
 from edge_build.records import read_json, read_labels, read_rows
-from edge_build.runtime_envs import describe, launcher, read_environment, unavailable
+from edge_build.runtime_envs import describe, environment_in_use, launcher, unavailable
 from edge_build.stage_files import add_files
 from edge_build.tflite_host import conversion_mismatch
 from edge_build.tfrecord import read_split
@@ -154,7 +154,12 @@ def machine_independent(checks: dict) -> dict:
 
 
 def runtime_checks(profile: TargetProfile, test: TestSplit, target: Target, runtime_env: Path) -> dict:
-    environment = read_environment(runtime_env)
+    with environment_in_use(runtime_env) as environment:
+        return checked_in(environment, profile, test, target)
+
+
+def checked_in(environment: dict, profile: TargetProfile, test: TestSplit, target: Target) -> dict:
+    """The runtime checks, run in ``environment``: ``runtime_checks.json``'s record."""
     golden = build_golden(test, profile.golden_examples(len(test.labels)), any(ARTIFACTS[a].inputs == "text" for a in profile.runtime_artifacts))
     files = target.runtime_check_files
     with atomic_outputs(*files.values()) as temporaries, tempfile.TemporaryDirectory() as scratch:

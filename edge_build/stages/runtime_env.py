@@ -47,7 +47,7 @@ from edge_build.atomic import atomic_output
 from edge_build.board.runtime import RUNTIMES
 from edge_build.errors import StageError
 from edge_build.platforms import ARCH_ALIASES, host_arch
-from edge_build.runtime_envs import launcher
+from edge_build.runtime_envs import launcher, lock_file, locked
 from edge_build.stacks import OS_RELEASES, EnvironmentSpec, RuntimeSpec, Stack, not_installable
 from edge_build.stage_files import add_files
 
@@ -101,6 +101,9 @@ class PrivateApt:
             "log",
         ):
             (root / folder).mkdir(parents=True, exist_ok=True)
+        for folder in (root.parent, root):  # the packages it keeps are unpacked into environments: only their owner writes them
+            if folder.stat().st_uid == os.geteuid():  # a trusted shared folder (trust_runtime_envs=yes) may be another's
+                folder.chmod(folder.stat().st_mode & 0o755)
         (root / "state" / "status").write_text("")  # nothing is installed: apt fetches the whole dependency closure
         security = DEBIAN_MIRROR.rstrip("/") + "-security"
         (root / "etc" / "sources.list.d" / "debian.sources").write_text(
@@ -147,12 +150,14 @@ class PrivateApt:
             raise StageError(
                 f"{KEYRING} not found: Debian's archive keyring verifies the {self.release} packages (apt-get install debian-archive-keyring)"
             )
-        environment = {**os.environ, "APT_CONFIG": str(self._configure()), "DEBIAN_FRONTEND": "noninteractive"}
-        what = f"apt ({self.release} {self.arch}, private configuration under {self.root})"
-        run(["apt-get", "update", "-qq"], what, f"check access to {DEBIAN_MIRROR}", environment)
-        (into / "partial").mkdir(parents=True)
-        command = ["apt-get", "install", "-qq", "-y", "--download-only", "-o", f"Dir::Cache::archives={into.resolve()}/", *packages]
-        run(command, what, f"check that {self.release} has {', '.join(packages)}", environment)
+        # One apt at a time in this folder: two builds provisioning at once would fight over its lists' lock and fail.
+        with locked(self.root.with_name(f"{self.root.name}.lock"), exclusive=True):
+            environment = {**os.environ, "APT_CONFIG": str(self._configure()), "DEBIAN_FRONTEND": "noninteractive"}
+            what = f"apt ({self.release} {self.arch}, private configuration under {self.root})"
+            run(["apt-get", "update", "-qq"], what, f"check access to {DEBIAN_MIRROR}", environment)
+            (into / "partial").mkdir(parents=True)
+            command = ["apt-get", "install", "-qq", "-y", "--download-only", "-o", f"Dir::Cache::archives={into.resolve()}/", *packages]
+            run(command, what, f"check that {self.release} has {', '.join(packages)}", environment)
         return sorted(into.glob("*.deb"))
 
 
@@ -247,7 +252,8 @@ def provision(spec: EnvironmentSpec, env_json: Path, apt_dir: Path, machine_pyth
     out_dir = env_json.parent.resolve()
     stack = spec.stack
     with atomic_output(out_dir) as staging:
-        staging.mkdir()
+        # Only its owner may change what the environment runs, whatever the umask (runtime_envs.writable_by_others).
+        staging.mkdir(mode=0o755)
         emulated = spec.arch != host_arch()
         if emulated and (spec.arch, host_arch()) != ("aarch64", "x86_64"):
             raise StageError(f"no emulation for {spec.arch} on {host_arch()} (allowed: aarch64 on x86_64)")
@@ -314,6 +320,7 @@ def provision(spec: EnvironmentSpec, env_json: Path, apt_dir: Path, machine_pyth
         for name, megabytes in measure_disk(record, staging, out_dir).items():
             record["runtimes"][name]["disk_mb"] = megabytes
         (staging / env_json.name).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        (staging / env_json.name).chmod((staging / env_json.name).stat().st_mode & 0o755)
     return record
 
 
@@ -413,11 +420,14 @@ def describe_runtime(name: str, entry: dict) -> str:
 def drive(args: argparse.Namespace) -> None:
     runtimes = tuple(runtime_spec(r, True) for r in args.runtime) + tuple(runtime_spec(r, False) for r in args.optional_runtime)
     spec = EnvironmentSpec(args.arch, Stack(args.release, args.python, args.numpy), runtimes)
-    record = reusable(spec, args.out)
-    if record is not None:
-        print(f"runtime-env: reusing {args.out}, provisioned earlier for the same stack")
-    else:
-        record = provision(spec, args.out, args.apt_dir)
+    # Builds sharing runtime_envs= take turns: the first provisions, the others then reuse. A stage running the
+    # environment's Python holds the lock shared (runtime_envs.environment_in_use), so an environment in use is never replaced.
+    with locked(lock_file(args.out), exclusive=True):
+        record = reusable(spec, args.out)
+        if record is not None:
+            print(f"runtime-env: reusing {args.out}, provisioned earlier for the same stack")
+        else:
+            record = provision(spec, args.out, args.apt_dir)
     described = ", ".join(describe_runtime(name, entry) for name, entry in record["runtimes"].items())
     how = f"emulated under qemu {record['emulator']['version']}" if record["emulated"] else "native"
     print(

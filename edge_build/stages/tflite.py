@@ -54,7 +54,7 @@ from edge_build.isolated import run_isolated
 from edge_build.model_source import check_weights_loaded, load_trained_model, trained_hyperparameters
 from edge_build.provenance import package_versions
 from edge_build.records import read_labels, read_rows
-from edge_build.runtime_envs import launcher, read_environment, unavailable
+from edge_build.runtime_envs import environment_in_use, launcher, unavailable
 from edge_build.stage_files import add_files, parsed
 from edge_build.text_model import STEPS, calibrated_ranges, converter_for, ops_named_in, quantize_with_ranges, text_functions
 from edge_build.tflite_host import make_converter, quiet_tensorflow_lite, run_tflite
@@ -354,6 +354,13 @@ def convert(artifact: str, inputs: ConversionInputs, profile: TargetProfile, out
     that checks this artifact loads and invokes the model there before anything is
     written. A required runtime that cannot stops the build; an optional one is recorded.
     """
+    # Held for the whole conversion: no other build replaces the environment while its runtimes check this model.
+    with environment_in_use(runtime_env) as environment:
+        return convert_in(environment, artifact, inputs, profile, outputs)
+
+
+def convert_in(environment: dict, artifact: str, inputs: ConversionInputs, profile: TargetProfile, outputs: Mapping[str, Path]) -> dict:
+    """``convert``, with the runtime environment's record."""
     row = ARTIFACTS[artifact]
     if row.kind != "tflite":
         raise StageError(
@@ -379,7 +386,6 @@ def convert(artifact: str, inputs: ConversionInputs, profile: TargetProfile, out
         if representative.ndim != 2 or representative.shape[1] != hparams.tokenizer.sequence_length or not len(representative):
             raise StageError(f"{inputs.representative}: expected int32 ids [N, {hparams.tokenizer.sequence_length}], found {representative.shape}")
     where = f"{model_out.name} for {profile.source}"
-    environment = read_environment(runtime_env)
     runtimes = profile.runtimes_for(artifact)
     if row.inputs == "text":
         converted = convert_text_model(model, inputs, hparams, profile, representative, environment, val_ids, test_ids, where)
