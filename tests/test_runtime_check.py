@@ -1,5 +1,6 @@
 """The runtime runner in its own process, parity arithmetic, gates and the latency report."""
 
+import dataclasses
 import json
 import re
 import shutil
@@ -314,3 +315,32 @@ def test_the_runtime_tables_quantized_xnnpack_fact_is_what_each_runtime_does_wit
         command = [*python, "-c", DELEGATED_NODES, runtime, str(tiny_artifacts["tflite_int8"])]
         delegated = json.loads(subprocess.run(command, env=variables, capture_output=True, text=True, check=True).stdout)
         assert (delegated > 0) == RUNTIMES[runtime][entry["version"]].quantized_xnnpack, (runtime, delegated)
+
+
+#: A runner for a runtime that is not a TF Lite interpreter: bench's command line in, a result and logits out.
+STAND_IN_RUNNER = """
+import argparse, json, numpy as np
+parser = argparse.ArgumentParser()
+parser.add_argument("model"); parser.add_argument("--runtime"); parser.add_argument("--golden"); parser.add_argument("--out"); parser.add_argument("--outputs")
+for option in ("--threads", "--batch", "--warmup", "--runs"):
+    parser.add_argument(option, type=int)
+args = parser.parse_args()
+with np.load(args.golden) as golden:
+    np.save(args.outputs, golden["reference_logits"])
+json.dump({"runner": "stand-in", "model": args.model, "runtime": args.runtime, "runs": args.runs}, open(args.out, "w"))
+"""
+
+
+def test_the_runtime_checks_run_the_runner_the_runtime_row_names(tmp_path: Path, monkeypatch):
+    # A task library that takes raw text is no TF Lite interpreter: its row names its own runner, and the checks follow the row.
+    (tmp_path / "stand_in_runner.py").write_text(STAND_IN_RUNNER, encoding="utf-8")
+    profile = load_profile(write_profile(tmp_path / "targets", "tiny", TINY_PROFILE).parent, "tiny")
+    (spec,) = [r for r in profile.runtimes if r.name == "tflite-runtime"]
+    monkeypatch.setitem(RUNTIMES["tflite-runtime"], spec.version, dataclasses.replace(spec.row, runner="stand_in_runner"))
+    environment = {"python": [sys.executable], "pythonpath": [str(tmp_path)], "emulated": False, "runtimes": {spec.name: {"checkable": True}}}
+    golden = tmp_path / "golden.npz"
+    np.savez(golden, reference_logits=np.eye(3, dtype=np.float32))
+    outcome = runtime_check.run_in_environment(tmp_path / "model.bin", spec, golden, profile, tmp_path, environment)
+    assert outcome["status"] == "ok" and outcome["runner"] == "stand-in" and outcome["runs"] == profile.checks.runs
+    assert (outcome["model"], outcome["runtime"]) == (str(tmp_path / "model.bin"), "tflite-runtime")
+    np.testing.assert_array_equal(outcome["logits"], np.eye(3, dtype=np.float32))

@@ -45,6 +45,7 @@ from edge_build.layout import Target
 from edge_build.plots import latency_series, plot_latency
 from edge_build.records import read_json, read_labels, read_rows
 from edge_build.runtime_envs import describe, environment_in_use, launcher, unavailable
+from edge_build.stacks import RuntimeSpec
 from edge_build.stage_files import add_files
 from edge_build.tflite_host import conversion_mismatch
 from edge_build.tfrecord import read_split
@@ -83,9 +84,10 @@ def build_golden(test: TestSplit, examples: int, with_texts: bool = False) -> di
     }
 
 
-def run_in_environment(model: Path, runtime: str, golden: Path, profile: TargetProfile, scratch: Path, runtime_env: dict) -> dict:
-    """The board-side benchmark in its own process, in the runtime environment; failures come back as a ``status``, not an exception."""
-    settings = profile.checks
+def run_in_environment(model: Path, spec: RuntimeSpec, golden: Path, profile: TargetProfile, scratch: Path, runtime_env: dict) -> dict:
+    """The runtime's runner (its row's ``runner``: the board-side benchmark for a TF Lite interpreter) in its own process, in
+    the runtime environment; failures come back as a ``status``, not an exception."""
+    settings, runtime = profile.checks, spec.name
     reason = unavailable(runtime_env, runtime)
     if reason:
         return {"status": f"not checked: {reason}"}
@@ -94,7 +96,7 @@ def run_in_environment(model: Path, runtime: str, golden: Path, profile: TargetP
     command = [
         *python,
         "-m",
-        "edge_build.board.bench",
+        spec.row.runner,
         str(model),
         "--runtime",
         runtime,
@@ -131,7 +133,7 @@ def check_artifact(name: str, target: Target, golden: dict, golden_path: Path, p
     host_logits = np.load(target.test_logits(name), allow_pickle=False)[golden["test_indices"]]
     results = {}
     for runtime in profile.runtimes_for(name):
-        outcome = run_in_environment(model, runtime.name, golden_path, profile, scratch, runtime_env)
+        outcome = run_in_environment(model, runtime, golden_path, profile, scratch, runtime_env)
         # A runtime the profile does not require is reported when it cannot run here; it gates only on what it ran.
         problems = [] if outcome["status"] == "ok" or not runtime.required else [outcome["status"]]
         if outcome["status"] == "ok":
