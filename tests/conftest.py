@@ -306,6 +306,12 @@ def write_profile(directory: Path, name: str, text: str) -> Path:
     return path
 
 
+def profile_runtime(profile, name: str):
+    """The profile's runtime named ``name``, as the runtime checks take it."""
+    (spec,) = [runtime for runtime in profile.runtimes if runtime.name == name]
+    return spec
+
+
 def evaluate_and_report(profile, tiny_artifacts: dict, xla_checks: Path | None, target) -> dict:
     """The evaluate and report stages on the tiny build's records, for ``target``; the evaluation."""
     from edge_build.evaluation import EvaluationInputs

@@ -18,7 +18,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TINY_PROFILE, TINY_TRIXIE_PROFILE, debian_packages_unavailable, with_litert, without_artifacts, write_profile
+from conftest import (
+    REPO,
+    TINY_PROFILE,
+    TINY_TRIXIE_PROFILE,
+    debian_packages_unavailable,
+    profile_runtime,
+    with_litert,
+    without_artifacts,
+    write_profile,
+)
 
 from edge_build.config.profile import load_profile
 from edge_build.errors import StageError
@@ -119,7 +128,9 @@ def test_emulated_parity_matches_the_x86_64_figures(tiny_artifacts, arm64_env, t
     x86 = json.loads((tiny_artifacts["target"] / "runtime_checks.json").read_text())["checks"]
     for artifact in ("tflite_fp32", "tflite_int8"):
         for runtime in ("tflite-runtime", "ai-edge-litert"):
-            outcome = runtime_check.run_in_environment(tiny_artifacts[artifact], runtime, golden, profile, tmp_path, arm64_env)
+            outcome = runtime_check.run_in_environment(
+                tiny_artifacts[artifact], profile_runtime(profile, runtime), golden, profile, tmp_path, arm64_env
+            )
             assert outcome["status"] == "ok", (artifact, runtime, outcome["status"])
             assert outcome["machine"] == "aarch64" and outcome["emulated"] and outcome["python"] == arm64_env["python_version"]
             native = x86[artifact]["tflite-runtime"]["parity"]
@@ -199,7 +210,9 @@ def test_the_tiny_models_pass_on_ai_edge_litert_on_the_trixie_stack(tiny_artifac
     golden = tiny_artifacts["target"] / "golden.npz"
     x86 = json.loads((tiny_artifacts["target"] / "runtime_checks.json").read_text())["checks"]
     for artifact in ("tflite_fp32", "tflite_int8"):
-        outcome = runtime_check.run_in_environment(tiny_artifacts[artifact], "ai-edge-litert", golden, profile, tmp_path, trixie_env)
+        outcome = runtime_check.run_in_environment(
+            tiny_artifacts[artifact], profile_runtime(profile, "ai-edge-litert"), golden, profile, tmp_path, trixie_env
+        )
         assert outcome["status"] == "ok", (artifact, outcome["status"])
         assert outcome["machine"] == "aarch64" and outcome["emulated"] and outcome["runtime_version"] == "2.3.0"
         assert outcome["python"] == trixie_env["python_version"] and outcome["python"].startswith("3.13.")

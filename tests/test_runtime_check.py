@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TINY_PROFILE, environment_with, with_litert, write_profile
+from conftest import TINY_PROFILE, environment_with, profile_runtime, with_litert, write_profile
 
 from edge_build.board.parity import compare, load_golden
-from edge_build.board.runtime import RUNTIMES
+from edge_build.board.runtime import RUNTIME_VERSIONS, RUNTIMES
 from edge_build.config.profile import load_profile
 from edge_build.errors import StageError
 from edge_build.layout import Target
@@ -169,7 +169,7 @@ def test_a_model_a_runtime_cannot_load_is_a_failure_not_a_traceback(tiny_artifac
     junk.write_bytes(b"not a flatbuffer at all" * 10)
     profile = load_profile(tiny_artifacts["profile"].parent, "tiny")
     golden, environment = tiny_artifacts["target"] / "golden.npz", read_environment(tiny_artifacts["runtime_env"])
-    outcome = runtime_check.run_in_environment(junk, "tflite-runtime", golden, profile, tmp_path, environment)
+    outcome = runtime_check.run_in_environment(junk, profile_runtime(profile, "tflite-runtime"), golden, profile, tmp_path, environment)
     assert outcome["status"].startswith("failed: ") and str(junk) in outcome["status"]
 
 
@@ -205,7 +205,9 @@ def test_a_crash_a_hang_and_a_missing_runtime_are_results_not_exceptions(tiny_ar
     }
     for case, completed in outcomes.items():
         monkeypatch.setattr(subprocess, "run", lambda *a, completed=completed, **k: completed)
-        outcome = runtime_check.run_in_environment(tiny_artifacts["tflite_int8"], "tflite-runtime", golden, profile, tmp_path, environment)
+        outcome = runtime_check.run_in_environment(
+            tiny_artifacts["tflite_int8"], profile_runtime(profile, "tflite-runtime"), golden, profile, tmp_path, environment
+        )
         assert (
             outcome["status"]
             == {
@@ -218,9 +220,9 @@ def test_a_crash_a_hang_and_a_missing_runtime_are_results_not_exceptions(tiny_ar
         raise subprocess.TimeoutExpired(args[0], kwargs["timeout"])
 
     monkeypatch.setattr(subprocess, "run", hang)
-    assert runtime_check.run_in_environment(tiny_artifacts["tflite_int8"], "tflite-runtime", golden, profile, tmp_path, environment) == {
-        "status": "timed out after 300 s"
-    }
+    assert runtime_check.run_in_environment(
+        tiny_artifacts["tflite_int8"], profile_runtime(profile, "tflite-runtime"), golden, profile, tmp_path, environment
+    ) == {"status": "timed out after 300 s"}
 
 
 @pytest.mark.parametrize(
@@ -331,12 +333,17 @@ json.dump({"runner": "stand-in", "model": args.model, "runtime": args.runtime, "
 """
 
 
+def test_every_runtime_row_names_a_known_runner():
+    assert {row.runner for row in RUNTIME_VERSIONS} <= set(runtime_check.RUNNERS)
+
+
 def test_the_runtime_checks_run_the_runner_the_runtime_row_names(tmp_path: Path, monkeypatch):
     # A task library that takes raw text is no TF Lite interpreter: its row names its own runner, and the checks follow the row.
     (tmp_path / "stand_in_runner.py").write_text(STAND_IN_RUNNER, encoding="utf-8")
     profile = load_profile(write_profile(tmp_path / "targets", "tiny", TINY_PROFILE).parent, "tiny")
-    (spec,) = [r for r in profile.runtimes if r.name == "tflite-runtime"]
-    monkeypatch.setitem(RUNTIMES["tflite-runtime"], spec.version, dataclasses.replace(spec.row, runner="stand_in_runner"))
+    spec = profile_runtime(profile, "tflite-runtime")
+    monkeypatch.setitem(runtime_check.RUNNERS, "stand-in", "stand_in_runner")
+    monkeypatch.setitem(RUNTIMES["tflite-runtime"], spec.version, dataclasses.replace(spec.row, runner="stand-in"))
     environment = {"python": [sys.executable], "pythonpath": [str(tmp_path)], "emulated": False, "runtimes": {spec.name: {"checkable": True}}}
     golden = tmp_path / "golden.npz"
     np.savez(golden, reference_logits=np.eye(3, dtype=np.float32))

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, TINY_PROFILE, debian_packages_unavailable, write_profile
+from conftest import REPO, TINY_PROFILE, debian_packages_unavailable, profile_runtime, with_litert, write_profile
 
 from edge_build.config.profile import load_profile
 from edge_build.errors import StageError
@@ -184,11 +184,13 @@ def test_provisioning_changes_nothing_machine_wide(trixie_native):
 
 @pytest.mark.slow
 def test_the_tiny_models_run_on_ai_edge_litert_with_numpy_2(tiny_artifacts, trixie_native, tmp_path: Path):
-    profile = load_profile(write_profile(tmp_path / "targets", "tiny", TINY_PROFILE).parent, "tiny")
+    profile = load_profile(write_profile(tmp_path / "targets", "tiny", with_litert(TINY_PROFILE)).parent, "tiny")
     golden = tiny_artifacts["target"] / "golden.npz"
     native = json.loads((tiny_artifacts["target"] / "runtime_checks.json").read_text())["checks"]
     for artifact in ("tflite_fp32", "tflite_int8"):
-        outcome = runtime_check.run_in_environment(tiny_artifacts[artifact], "ai-edge-litert", golden, profile, tmp_path, trixie_native["record"])
+        outcome = runtime_check.run_in_environment(
+            tiny_artifacts[artifact], profile_runtime(profile, "ai-edge-litert"), golden, profile, tmp_path, trixie_native["record"]
+        )
         assert outcome["status"] == "ok", (artifact, outcome["status"])
         assert outcome["python"] == trixie_native["record"]["python_version"] and outcome["runtime_version"] == "2.3.0"
         figures = native[artifact]["tflite-runtime"]["parity"]
@@ -238,7 +240,7 @@ def test_an_optional_runtime_whose_wheel_cannot_install_is_recorded_and_the_envi
     assert line.startswith(f"runtime-env: {env_json} ready: Debian 12 bookworm {host_arch()} (native), CPython 3.11.")
     assert f"numpy 1.26.4; ai-edge-litert ({entry['reason']})" in line
     # The preflight and the runtime checks report it without starting anything.
-    profile = load_profile(write_profile(tmp_path / "targets", "tiny", TINY_PROFILE).parent, "tiny")
+    profile = load_profile(write_profile(tmp_path / "targets", "tiny", with_litert(TINY_PROFILE)).parent, "tiny")
     model = tmp_path / "never-loaded.tflite"
     assert tflite.preflight(model, "ai-edge-litert", record) == {
         "runtime": "ai-edge-litert",
@@ -247,9 +249,9 @@ def test_an_optional_runtime_whose_wheel_cannot_install_is_recorded_and_the_envi
         "version": None,
         "error": f"not checked: {entry['reason']}",
     }
-    assert runtime_check.run_in_environment(model, "ai-edge-litert", tmp_path / "golden.npz", profile, tmp_path, record) == {
-        "status": f"not checked: {entry['reason']}"
-    }
+    assert runtime_check.run_in_environment(
+        model, profile_runtime(profile, "ai-edge-litert"), tmp_path / "golden.npz", profile, tmp_path, record
+    ) == {"status": f"not checked: {entry['reason']}"}
 
 
 def test_a_required_runtime_whose_wheel_cannot_install_stops_the_stage_and_leaves_nothing(runtime_envs: Path, tmp_path: Path, monkeypatch):

@@ -62,6 +62,8 @@ def test_each_stage_depends_on_the_code_it_runs_and_no_more():
     assert "config/profile.py" not in code["train"] and "artifacts.py" not in code["train"]
     # A stage that runs board code in another process depends on it (``-m edge_build.board.bench``).
     assert {"board/bench.py", "board/parity.py", "board/runtime.py"} <= code["runtime_check"]
+    # The runtime table names each runtime's runner, which only the checks run: reading a profile (the table) is not running it.
+    assert sorted(s for s in STAGES if "board/bench.py" in code[s]) == ["board_check", "bundle", "runtime_check", "tflite"]
     assert "board/preflight.py" in code["tflite"]
     # Both start board code in the stack's runtime environment; the environment's spec and its provisioning share the stack table.
     assert {"runtime_envs.py", "stacks.py"} <= code["tflite"] & code["runtime_check"]

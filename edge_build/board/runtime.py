@@ -36,10 +36,11 @@ class Runtime:
         (tensorflow-text's wheel asks for the full ``tensorflow``; ``tensorflow-cpu`` is the same code).
       text_ops: where its wheels keep tensorflow-text's TF Lite kernels (the in-model tokenizer's
         custom ops), as ``module:attribute`` naming the registerers its interpreter takes; ``None`` if they have none.
-      runner: the module the runtime checks run in the runtime's environment for one model: it takes
-        ``edge_build.board.bench``'s command line (``MODEL --runtime --golden --threads --batch --warmup --runs
-        --out --outputs``) and writes its result and logits. A TF Lite interpreter's is ``bench``; a runtime
-        that is not one (a task library that takes raw text) names its own, and the checks follow the row.
+      runner: which runner the runtime checks run in the runtime's environment for one model, by its name in
+        ``edge_build.stages.runtime_check.RUNNERS``: a module that takes ``edge_build.board.bench``'s command
+        line (``MODEL --runtime --golden --threads --batch --warmup --runs --out --outputs``) and writes its
+        result and logits. A TF Lite interpreter's is ``bench``; a runtime that is not one (a task library that
+        takes raw text) names its own, and the checks follow the row.
     """
 
     name: str
@@ -53,7 +54,9 @@ class Runtime:
     min_qemu: tuple[int, int] | None = None
     companions: tuple[str, ...] = ()
     text_ops: str | None = None
-    runner: str = "edge_build.board.bench"
+    # A name, not the module: the build reruns a stage when a module its code names changes, and every stage
+    # that reads a profile reads this table, while only the runtime checks run the runner.
+    runner: str = "bench"
 
 
 #: One row per runtime version whose facts were checked; a profile names a runtime and one of these versions.

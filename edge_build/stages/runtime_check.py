@@ -84,6 +84,11 @@ def build_golden(test: TestSplit, examples: int, with_texts: bool = False) -> di
     }
 
 
+#: The runners a runtime row names (``Runtime.runner``), as the modules run: written out here, where the build sees them,
+#: so that editing one reruns the checks.
+RUNNERS = {"bench": "edge_build.board.bench"}
+
+
 def run_in_environment(model: Path, spec: RuntimeSpec, golden: Path, profile: TargetProfile, scratch: Path, runtime_env: dict) -> dict:
     """The runtime's runner (its row's ``runner``: the board-side benchmark for a TF Lite interpreter) in its own process, in
     the runtime environment; failures come back as a ``status``, not an exception."""
@@ -96,7 +101,7 @@ def run_in_environment(model: Path, spec: RuntimeSpec, golden: Path, profile: Ta
     command = [
         *python,
         "-m",
-        spec.row.runner,
+        RUNNERS[spec.row.runner],
         str(model),
         "--runtime",
         runtime,
