@@ -9,7 +9,7 @@ byte-identical. JSON records that name files by path are compared with their
 build directory written as ``$build_dir``. Files that record what this machine
 measured (latencies, stage times, peak memory) cannot be identical: their JSON
 is compared with those figures left out, and ``report.md`` and ``latency.png``,
-rendered from them, are listed as measured. Anything else that differs fails the check, with the JSON keys or
+rendered from them, and ``recommended.json``, decided by them, are listed as measured. Anything else that differs fails the check, with the JSON keys or
 the file named.
 """
 
@@ -37,8 +37,8 @@ MEASURED_SECTIONS = ("recommended", "default_models")
 #: measured: differs only in measured figures; the other two fail the check.
 STATUSES = ("identical", "located", "measured", "differs", "only in one build")
 REPRODUCED = STATUSES[:3]
-#: Rendered from measurements only.
-MEASURED_FILES = ("report.md", "latency.png")
+#: Rendered from this run's measurements, or (recommended.json: a model per runtime, edge_build.recommend) decided by them.
+MEASURED_FILES = ("report.md", "latency.png", "recommended.json")
 #: Not outputs of the inputs: SCons's own database and the dataset digest's memo, provisioned runtime environments (downloaded),
 #: the stages' logs (wall times, TensorFlow's timestamps) and this check's own work.
 SKIPPED = re.compile(r"(^|/)\.sconsign[^/]*$|^\.dataset-digest\.json$|^runtime-envs/|^logs/|^reproducibility(/|\.json$)")
@@ -84,7 +84,7 @@ def compare_file(first: Path, second: Path, roots: tuple[Path, Path]) -> dict:
     if first_bytes == second_bytes:
         return {"status": "identical"}
     if first.name in MEASURED_FILES:
-        return {"status": "measured", "where": "rendered from this run's timings"}
+        return {"status": "measured", "where": "rendered from, or decided by, this run's timings"}
     if first.suffix == ".json":
         return compare_json(first_bytes, second_bytes, roots)
     if first.name.endswith(".tar.gz"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -212,3 +213,16 @@ def test_logs_are_left_out_of_the_reproducibility_comparison(tmp_path: Path):
         (tmp_path / build / "logs" / "model" / "train.log").write_text(f"[exit 0 after {seconds} s]\n")
         (tmp_path / build / "vocab.txt").write_text("[PAD]\n")
     assert reproducible.compare_trees(tmp_path / "first", tmp_path / "second") == {"vocab.txt": {"status": "identical"}}
+
+
+def test_a_recommendation_the_timings_moved_is_measured_but_a_changed_model_is_not(tmp_path: Path):
+    # Two clean builds on a shared machine can time a close call either way: the recommended model may differ, nothing else.
+    for build, artifact in (("first", "tflite_fp32"), ("second", "tflite_int8")):
+        (tmp_path / build / "host").mkdir(parents=True)
+        recommended = {"tflite-runtime": {"artifact": artifact, "model": f"model_{artifact[7:]}.tflite", "decided_by": "timing"}}
+        (tmp_path / build / "host" / "recommended.json").write_text(json.dumps(recommended))
+        (tmp_path / build / "host" / "tflite_int8.json").write_text(json.dumps({"artifact": artifact, "latency_us": len(build)}))
+    compared = reproducible.compare_trees(tmp_path / "first", tmp_path / "second")
+    assert compared["host/recommended.json"]["status"] == "measured"
+    assert compared["host/tflite_int8.json"] == {"status": "differs", "where": "artifact"}
+    assert reproducible.not_reproduced(compared) == ["host/tflite_int8.json"]

@@ -288,17 +288,24 @@ def test_a_build_killed_during_training_and_conversion_resumes_to_the_same_resul
     assert stages_run(scons(*resumed_build["args"])) == []
 
 
-def test_a_warm_cache_is_fetched_from_instead_of_training(resumed_build):
+def test_a_warm_cache_is_fetched_from_instead_of_training(resumed_build, tmp_path: Path):
     build, args = resumed_build["build"], resumed_build["args"]
-    built = {p.relative_to(build): p.read_bytes() for p in build.rglob("*") if p.is_file() and ".sconsign" not in p.name}
+    first = tmp_path / "first"
+    shutil.copytree(build, first, ignore=shutil.ignore_patterns(".sconsign*"))
     shutil.rmtree(build)
     second = scons(*args)
     ran = stages_run(second)
     assert "train" not in ran and "vocab" not in ran and "tflite" not in " ".join(ran)
     assert re.search(r"Retrieved `[^']*model\.weights\.h5' from cache", second.stdout)
     assert "runtime_check" in ran and "xla_check" in ran, "runtime and XLA timings are measured on the machine, never fetched"
-    for name in ("model/model.weights.h5", "tiny/model_int8.tflite", "tiny/model_fp32.tflite", "tiny/manifest.json", "tiny/bundle-tiny.tar.gz"):
-        assert (build / name).read_bytes() == built[Path(name)], name
+    for name in ("model/model.weights.h5", "tiny/model_int8.tflite", "tiny/model_fp32.tflite"):
+        assert (build / name).read_bytes() == (first / name).read_bytes(), name
+    # The manifest and the bundle name the recommended model, which the checks' fresh timings decide: the same bytes
+    # unless those timings moved it, and then different only there.
+    moved = (build / "tiny" / "recommended.json").read_bytes() != (first / "tiny" / "recommended.json").read_bytes()
+    for name in ("tiny/manifest.json", "tiny/bundle-tiny.tar.gz"):
+        compared = reproducible.compare_file(first / name, build / name, (first, build))
+        assert compared["status"] == ("measured" if moved else "identical"), (name, compared)
 
 
 def test_a_changed_or_linked_cache_entry_is_refused_and_gates_are_never_fetched(resumed_build, tmp_path: Path):
@@ -431,15 +438,27 @@ def test_new_warm_up_batch_sizes_re_export_only_the_xla_flavour(project):
 def test_editing_only_latency_budgets_reruns_only_the_checks_and_the_report(project):
     profile = project["targets"] / "tiny.toml"
     original = profile.read_text()
+    recommended = project["build"] / "tiny" / "recommended.json"
     profile.write_text(original.replace("fp32_p50_ms = 1000.0", "fp32_p50_ms = 900.0"), encoding="utf-8")
     try:
+        before = recommended.read_bytes()
         result = scons(*project["args"])
-        assert sorted(stages_run(result)) == ["report", "runtime_check"]
+        assert sorted(stages_run(result)) == rechecked(before, recommended)
         checks = json.loads((project["build"] / "tiny" / "runtime_checks.json").read_text())
         assert checks["checks"]["tflite_fp32"]["tflite-runtime"]["latency_budget_ms"] == 900.0
     finally:
+        # Rebuilt even when an assertion failed: the tests after this one start from the project as it was.
         profile.write_text(original, encoding="utf-8")
-    assert sorted(stages_run(scons(*project["args"]))) == ["report", "runtime_check"]
+        before = recommended.read_bytes()
+        restored = scons(*project["args"])
+    assert sorted(stages_run(restored)) == rechecked(before, recommended)
+
+
+def rechecked(recommended_before: bytes, recommended: Path) -> list[str]:
+    """The stages a rerun of the runtime checks reruns: the report, and the manifest and the bundle only where
+    the checks' timings moved the recommended model (a close call on a shared machine can go either way)."""
+    moved = recommended.read_bytes() != recommended_before
+    return sorted(["report", "runtime_check", *(["bundle", "manifest"] if moved else [])])
 
 
 def test_editing_the_boards_tokenizer_reruns_only_the_bundle(project):
@@ -456,23 +475,28 @@ def test_editing_the_boards_tokenizer_reruns_only_the_bundle(project):
         assert (project["build"] / "tiny" / "bundle" / "board" / "wordpiece.py").read_text().endswith("# an edit\n")
     finally:
         wordpiece.write_text(original, encoding="utf-8")
-    assert stages_run(scons(*project["args"])) == ["bundle"]
+        restored = scons(*project["args"])
+    assert stages_run(restored) == ["bundle"]
 
 
 def test_a_quality_margin_change_reruns_only_the_gate_and_the_report(project):
-    result = scons(*project["args"], "quality_margin=2.5")
-    assert stages_run(result) == ["quality", "report"]
-    assert json.loads((project["build"] / "quality" / "quality.json").read_text())["margin_points"] == 2.5
-    scons(*project["args"])
+    try:
+        result = scons(*project["args"], "quality_margin=2.5")
+        assert stages_run(result) == ["quality", "report"]
+        assert json.loads((project["build"] / "quality" / "quality.json").read_text())["margin_points"] == 2.5
+    finally:
+        scons(*project["args"])
 
 
 def test_verbose_shows_each_stage_command_and_its_full_output(project):
-    result = scons(*project["args"], "quality_margin=2.5", "verbose=1", "quality")
-    assert stages_run(result) == ["quality"]
-    command = output_of(result, "quality").splitlines()[0].removeprefix("$ ")
-    assert f"{command}\n" in result.stdout and "\nquality: passed; reference test accuracy" in result.stdout
-    assert not re.search(r"^quality +\d+\.\d s", result.stdout, re.MULTILINE)
-    scons(*project["args"], "quality")
+    try:
+        result = scons(*project["args"], "quality_margin=2.5", "verbose=1", "quality")
+        assert stages_run(result) == ["quality"]
+        command = output_of(result, "quality").splitlines()[0].removeprefix("$ ")
+        assert f"{command}\n" in result.stdout and "\nquality: passed; reference test accuracy" in result.stdout
+        assert not re.search(r"^quality +\d+\.\d s", result.stdout, re.MULTILINE)
+    finally:
+        scons(*project["args"], "quality")
 
 
 def test_a_crippled_model_fails_the_quality_gate_in_one_line(project, tmp_path: Path):
