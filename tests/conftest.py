@@ -306,6 +306,17 @@ def write_profile(directory: Path, name: str, text: str) -> Path:
     return path
 
 
+def varint(value: int) -> bytes:
+    """A protobuf varint; a negative value as protobuf writes an int64 (ten bytes)."""
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        out.append(value & 0x7F | (0x80 if value > 0x7F else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
 def profile_runtime(profile, name: str):
     """The profile's runtime named ``name``, as the runtime checks take it."""
     (spec,) = [runtime for runtime in profile.runtimes if runtime.name == name]

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from conftest import REPO
+from conftest import REPO, varint
 
 from edge_build.config.profile import read_profile
 from edge_build.evaluation import EvaluationInputs
@@ -33,15 +33,6 @@ EXAMPLES = 40
 #: How far each TF Lite model's logits stray from the reference's (float32 reordering, float16 weights, INT8): a scale and a shift,
 #: which leave every top-1 class as it was.
 STRAY = {"tflite_fp32": 1e-6, "tflite_fp16": 2e-4, "tflite_int8": 0.01}
-
-
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append(value & 0x7F | (0x80 if value > 0x7F else 0))
-        value >>= 7
-        if not value:
-            return bytes(out)
 
 
 def field(number: int, payload: bytes) -> bytes:

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+from conftest import varint
 
 from edge_build import records, tfrecord
 from edge_build.errors import StageError
@@ -70,16 +71,6 @@ def test_reads_what_tensorflow_reads(tmp_path):
 def test_empty_split(tmp_path):
     texts, labels = assert_same_as_tensorflow(write_records(tmp_path / "empty.tfrecord", []))
     assert texts == [] and labels.shape == (0,)
-
-
-def varint(value: int) -> bytes:
-    value &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        out.append(value & 0x7F | (0x80 if value > 0x7F else 0))
-        value >>= 7
-        if not value:
-            return bytes(out)
 
 
 def field(number: int, wire_type: int, payload: bytes) -> bytes:
