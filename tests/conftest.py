@@ -56,6 +56,15 @@ def pytest_addoption(parser):
     parser.addoption("--update-goldens", action="store_true", help="rewrite the expected files under tests/testdata/ from what the code renders now")
 
 
+def golden_difference(text: str, path: Path) -> str | None:
+    """What a golden test says when ``text`` is not the file at ``path``: a unified diff a reviewer can read; None when equal."""
+    expected = path.read_text(encoding="utf-8") if path.is_file() else ""
+    if text == expected:
+        return None
+    diff = difflib.unified_diff(expected.splitlines(keepends=True), text.splitlines(keepends=True), str(path), "rendered now")
+    return f"{path.relative_to(REPO)} differs from what is rendered now (pytest --update-goldens rewrites it on purpose):\n{''.join(diff)}"
+
+
 @pytest.fixture
 def golden(request):
     """``golden(text, path)``: ``text`` must equal the file at ``path``; with --update-goldens it becomes that file."""
@@ -64,13 +73,9 @@ def golden(request):
         if request.config.getoption("--update-goldens"):
             path.write_text(text, encoding="utf-8")
             return
-        expected = path.read_text(encoding="utf-8") if path.is_file() else ""
-        if text != expected:
-            diff = difflib.unified_diff(expected.splitlines(keepends=True), text.splitlines(keepends=True), str(path), "rendered now")
-            pytest.fail(
-                f"{path.relative_to(REPO)} differs from what is rendered now (pytest --update-goldens rewrites it on purpose):\n{''.join(diff)}",
-                pytrace=False,
-            )
+        difference = golden_difference(text, path)
+        if difference:
+            pytest.fail(difference, pytrace=False)
 
     return check
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO
+from conftest import REPO, golden_difference
 
 from edge_build.config.profile import read_profile
 from edge_build.stages import report
@@ -46,6 +46,17 @@ def test_the_report_page_and_headline_match_the_golden_files(golden):
     page, headline = rendered_page()
     golden(page, RECORDS / "report.md")
     golden(headline, RECORDS / "headline.txt")
+
+
+def test_a_renderer_that_changes_one_word_fails_with_a_diff_of_that_line(monkeypatch):
+    render_data = report.render_data
+    monkeypatch.setattr(report, "render_data", lambda *args: [line.replace("examples read", "texts read") for line in render_data(*args)])
+    page, _ = rendered_page()
+    difference = golden_difference(page, RECORDS / "report.md")
+    assert difference.startswith("tests/testdata/report_host/report.md differs from what is rendered now (pytest --update-goldens")
+    changed = [line for line in difference.splitlines() if line[:1] in "-+" and line[:3] not in ("---", "+++")]
+    (removed, added) = changed
+    assert "2225 examples read" in removed and added == "+" + removed[1:].replace("examples read", "texts read")
 
 
 def test_rendering_loads_neither_tensorflow_nor_numpy():
