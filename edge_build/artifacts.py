@@ -133,7 +133,11 @@ ARTIFACTS: Mapping[str, Artifact] = types.MappingProxyType(
             parity=INT8_PARITY,
             latency_key="int8_p50_ms",
             calibrated=True,
-            settings=(*TFLITE_SETTINGS, "quantization.output_type"),  # a raw-text model's logits stay float32
+            settings=(
+                *TFLITE_SETTINGS,
+                "quantization.output_type",
+                "quantization.recipes",
+            ),  # a raw-text model's logits stay float32; no ladder for it
         ),
         "tflite_text_int8": Artifact(
             "model_text_int8.tflite",

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from edge_build.config.profile import TargetProfile
+from edge_build.recipes import RECIPES
 
 
 @contextlib.contextmanager
@@ -66,6 +67,32 @@ def make_converter(model, precision: str, profile: TargetProfile, representative
     CONVERTER_OPTIONS[precision](converter, tf, profile, representative)
     if profile.quantization.select_tf_ops:
         converter.target_spec.supported_ops = [*converter.target_spec.supported_ops, tf.lite.OpsSet.SELECT_TF_OPS]
+    return converter
+
+
+def recipe_converter(model, name: str, profile: TargetProfile, representative: np.ndarray):
+    """A ``TFLiteConverter`` for quantization recipe ``name`` (``edge_build.recipes``); ``int8`` is ``make_converter``'s INT8.
+
+    A recipe that leaves some ops float or int16 lists TFLITE_BUILTINS after its own op set: the
+    converter then keeps an op it cannot quantize that way in float instead of failing.
+    """
+    import tensorflow as tf
+
+    recipe = RECIPES[name]
+    converter = make_converter(model, "int8" if recipe.calibrated else "fp32", profile, representative)
+    if not recipe.calibrated:
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter._experimental_disable_per_channel_quantization_for_dense_layers = not (recipe.per_channel_dense or profile.per_channel_dense)
+    ops = {
+        "int8": [tf.lite.OpsSet.TFLITE_BUILTINS_INT8],
+        "int16": [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8, tf.lite.OpsSet.TFLITE_BUILTINS],
+        "float": [tf.lite.OpsSet.TFLITE_BUILTINS],
+    }[recipe.activations]
+    if recipe.float_worst:
+        ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    if recipe.activations != "int8":
+        converter.inference_output_type = tf.float32  # an int8 output is full INT8's alone
+    converter.target_spec.supported_ops = [*ops, *([tf.lite.OpsSet.SELECT_TF_OPS] if profile.quantization.select_tf_ops else [])]
     return converter
 
 

@@ -79,6 +79,17 @@ TFLITE = 'description = "x"\narch = "x86_64"\nartifacts = ["tflite_int8"]\n[[run
         (BASE + '[[runtimes]]\nname = "tflite-runtime"\n', "key 'runtimes': the profile lists no TF Lite artifact"),
         (BASE.replace('"saved_model_cpu"', '"saved_model_xla"'), "saved_model_xla is checked against saved_model_cpu, which must be listed too"),
         (TFLITE + '[quantization]\noutput_type = "uint8"\n', "key 'quantization.output_type' is 'uint8' (allowed: float32, int8)"),
+        (
+            TFLITE + '[quantization]\nrecipes = ["int8", "int4"]\n',
+            "key 'quantization.recipes': unknown recipe 'int4' (allowed: int8, int8_per_channel, int8_float_worst, int16x8, dynamic_range)",
+        ),
+        (TFLITE + '[quantization]\nrecipes = ["int8", "int8"]\n', "key 'quantization.recipes': lists a recipe twice"),
+        (TFLITE + "[quantization]\nrecipes = []\n", "key 'quantization.recipes': must list at least one recipe"),
+        (TFLITE + '[quantization]\nrecipes = "int8"\n', "key 'quantization.recipes' must be a list of str"),
+        (
+            TFLITE.replace("tflite_int8", "tflite_fp32") + '[quantization]\nrecipes = ["int8"]\n',
+            "key 'quantization.recipes': read only by tflite_int8, which artifacts does not list",
+        ),
         (TFLITE + "[tolerances]\nint8_min_top1_agreement = 1.5\n", "key 'tolerances.int8_min_top1_agreement': must be between 0 and 1"),
         (TFLITE + "[latency]\nint8_p50_ms = 0\n", "key 'latency.int8_p50_ms': must be greater than 0"),
         (TFLITE + "[checks]\nruns = 0\n", "key 'checks.runs': must be greater than 0"),
@@ -234,3 +245,11 @@ def test_a_deploy_budget_is_a_positive_number_and_needs_a_model_on_runtimes(tmp_
     gpu = (REPO / "targets" / "gpu.toml").read_text(encoding="utf-8")
     with pytest.raises(ConfigError, match=r"key 'deploy\.max_model_mb': read only by tflite_fp32, .*which artifacts does not list"):
         read_profile(write_profile(tmp_path, "gpu-budget", gpu + "\n[deploy]\nmax_model_mb = 3\n"))
+
+
+def test_the_quantization_ladder_is_every_recipe_unless_a_profile_narrows_or_reorders_it(tmp_path: Path):
+    from edge_build.recipes import LADDER, RECIPES
+
+    assert load_profile(REPO / "targets", "host").quantization.recipes == LADDER == tuple(RECIPES)
+    write(tmp_path / "board.toml", TFLITE + '[quantization]\nrecipes = ["dynamic_range", "int8"]\n')
+    assert load_profile(tmp_path, "board").quantization.recipes == ("dynamic_range", "int8")

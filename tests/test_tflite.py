@@ -206,6 +206,79 @@ def test_a_model_that_needs_flex_ops_is_refused_for_runtimes_without_the_delegat
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+# The default model with one huge-range activation: its logits pass through a tensor that also holds an offset
+# of about 10^4, so 256 int8 levels cannot keep them apart, while float activations keep them exactly.
+HUGE_RANGE_MODEL = """
+import functools
+import importlib.util
+
+import keras
+from keras import ops
+
+spec = importlib.util.spec_from_file_location("default_model", DEFAULT_MODEL)
+default_model = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(default_model)
+
+
+class Offset(keras.layers.Layer):
+    def call(self, ids):
+        return ops.expand_dims(ops.cast(ops.sum(ops.minimum(ids, 1), axis=1), "float32") * 100.0 + 1e4, -1)
+
+
+@functools.wraps(default_model.build_model)  # the same keyword arguments, so the same [model] keys
+def build_model(**settings):
+    model = default_model.build_model(**settings)
+    offset = Offset()(model.input)
+    return keras.Model(model.input, keras.layers.Subtract()([keras.layers.Add()([model.output, offset]), offset]))
+"""
+
+
+def huge_range_model(folder: Path) -> Path:
+    source = folder / "huge_range_model.py"
+    source.write_text(HUGE_RANGE_MODEL.replace("DEFAULT_MODEL", repr(str(REPO / "model_src" / "model.py"))), encoding="utf-8")
+    return source
+
+
+def test_a_model_full_int8_cannot_hold_climbs_the_quantization_ladder(tiny_artifacts, tmp_path: Path):
+    out = convert_for(tiny_artifacts, tmp_path, TINY_PROFILE, "int8", model_source=huge_range_model(tmp_path))
+    record = json.loads((out.parent / "report.json").read_text())
+    attempts = record["quantization_ladder"]["attempts"]
+    assert [(a["recipe"], a["outcome"]) for a in attempts] == [
+        ("int8", "failed"),
+        ("int8_per_channel", "skipped"),
+        ("int8_float_worst", "failed"),
+        ("int16x8", "failed"),
+        ("dynamic_range", "chosen"),
+    ]
+    assert record["quantization_ladder"]["recipe"] == record["converter"]["recipe"] == "dynamic_range"
+    full, per_channel, float_worst, int16, chosen = attempts
+    # Each failure says which gate, where: full INT8 loses the logits under the offset.
+    assert full["figures"]["tf.lite"]["top1_agreement"] < 0.8 and "tf.lite: top-1 agreement" in full["reason"]
+    assert "tflite-runtime 2.14.0" in full["figures"] and full["size_bytes"] > 0
+    assert per_channel["reason"] == "tflite-runtime 2.14.0 cannot load TF 2.21's per-channel dense layers (the runtime table)"
+    # The layer the per-layer error table marks worst stayed float, which cannot undo a range set upstream.
+    assert float_worst["kept_float"] == [record["quantization_errors"][0]["tensor"]]
+    # tflite-runtime 2.14 has no int16 RSQRT: the runtime refuses the 16x8 model whatever TensorFlow's interpreter says.
+    assert int16["reason"].startswith("tflite-runtime cannot run it:") and "RSQRT" in int16["reason"]
+    # Dynamic range: int8 weights, float activations, the Keras model's answers on the validation split everywhere.
+    assert chosen["reason"] == "passes every gate" and chosen["float_ops"]
+    assert {place: figures["top1_agreement"] for place, figures in chosen["figures"].items()} == {"tf.lite": 1.0, "tflite-runtime 2.14.0": 1.0}
+    assert record["converter"]["calibration_samples"] == 0 and record["converter"]["supported_ops"] == ["TFLITE_BUILTINS"]
+    assert record["size_bytes"] == chosen["size_bytes"] == out.stat().st_size
+
+
+def test_a_ladder_of_full_int8_alone_fails_with_the_attempt_table(tiny_artifacts, tmp_path: Path, capsys):
+    profile = TINY_PROFILE.replace("select_tf_ops = false", 'select_tf_ops = false\nrecipes = ["int8"]')
+    with pytest.raises(
+        StageError, match=r"trial.toml: no recipe of the quantization ladder passes every gate \(1 in \[quantization\] recipes: the table above;"
+    ):
+        convert_for(tiny_artifacts, tmp_path, profile, "int8", model_source=huge_range_model(tmp_path))
+    table = capsys.readouterr().err.splitlines()
+    assert table[-2].split()[:3] == ["recipe", "outcome", "size"]
+    assert table[-1].split()[:2] == ["int8", "failed"] and "top-1 agreement" in table[-1]
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
 def test_preflight_names_an_operator_version_the_runtime_lacks(tiny_artifacts, tmp_path: Path):
     # Dynamic-range quantization in TF 2.21 emits FULLY_CONNECTED v12, which tflite-runtime 2.14 predates.
     script = (

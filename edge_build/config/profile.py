@@ -19,6 +19,7 @@ from edge_build.board.decision import examples_to_decide
 from edge_build.board.runtime import RUNTIME_VERSIONS, RUNTIMES
 from edge_build.config.loading import choices, from_mapping, load_toml, require_positive
 from edge_build.errors import ConfigError
+from edge_build.recipes import LADDER, RECIPES
 from edge_build.stacks import OS_RELEASES, EnvironmentSpec, RuntimeSpec, Stack, not_installable
 
 Architecture = Literal["x86_64", "aarch64"]
@@ -33,10 +34,22 @@ class Quantization:
         int32 token ids either way (the converter ignores an int8 input type for ids).
       select_tf_ops: allow the SELECT_TF_OPS (Flex) fallback for ops without a TF Lite
         builtin; a model that then needs Flex ops is refused for runtimes without the delegate.
+      recipes: the quantization ladder ``tflite_int8`` climbs until a model passes every gate
+        (``edge_build.recipes``): all of them by default; a profile may narrow or reorder it.
     """
 
     output_type: Literal["float32", "int8"] = "float32"
     select_tf_ops: bool = False
+    recipes: tuple[str, ...] = LADDER
+
+    def __post_init__(self) -> None:
+        if not self.recipes:
+            raise ValueError(f"key 'recipes': must list at least one recipe (allowed: {choices(RECIPES)})")
+        for recipe in self.recipes:
+            if recipe not in RECIPES:
+                raise ValueError(f"key 'recipes': unknown recipe '{recipe}' (allowed: {choices(RECIPES)})")
+        if len(set(self.recipes)) != len(self.recipes):
+            raise ValueError("key 'recipes': lists a recipe twice")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -480,6 +480,8 @@ def render_conversion(tflite_reports: dict, profile: TargetProfile) -> list[str]
     for name, rep in tflite_reports.items():
         if rep["float_activations"]:
             lines += ["", f"{name} tensors that stayed float: " + ", ".join(f"`{t}`" for t in rep["float_activations"])]
+        if "quantization_ladder" in rep:
+            lines += render_quantization_ladder(name, rep["quantization_ladder"])
         if "quantization_errors" in rep:
             lines += render_quantization_errors(name, rep["quantization_errors"])
     for name, rep in tflite_reports.items():
@@ -488,13 +490,33 @@ def render_conversion(tflite_reports: dict, profile: TargetProfile) -> list[str]
     return lines
 
 
+def render_quantization_ladder(name: str, ladder: dict) -> list[str]:
+    """Every recipe of the ladder: what it gave on each place checked, and why it was kept, passed over or skipped."""
+    lines = ["", f"### {name}: quantization ladder (recipe `{ladder['recipe']}` kept)", ""]
+    rows = []
+    for attempt in ladder["attempts"]:
+        figures = "; ".join(f"{place} {f['top1_agreement']:.4f} / {100 * f['accuracy_drop']:+.2f} pt" for place, f in attempt["figures"].items())
+        rows.append(
+            [
+                f"`{attempt['recipe']}`",
+                attempt["outcome"],
+                f"{attempt['size_bytes'] / 1e6:.2f} MB" if attempt["size_bytes"] else "",
+                figures,
+                ", ".join(f"{op} {count}" for op, count in attempt["float_ops"].items()),
+                attempt["reason"],
+            ]
+        )
+    header = ["recipe", "outcome", "size", "validation: top-1 agreement / accuracy drop", "ops with float outputs", "why"]
+    return lines + table(header, rows)
+
+
 def render_quantization_errors(name: str, errors: list[dict]) -> list[str]:
     """The ten layers whose INT8 output strays furthest from float."""
     lines = [
         "",
         f"### {name}: per-layer quantization error (worst first)",
         "",
-        "RMSE of each layer's INT8 output against float, also in quantization steps (0.29 is the rounding floor).",
+        "RMSE of each layer's output under full INT8 (the `int8` recipe, whichever recipe was kept) against float, also in quantization steps (0.29 is the rounding floor).",
         "",
     ]
     return lines + table(

@@ -30,13 +30,12 @@ error, and only these checks keep such a model from shipping.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import hashlib
-import io
 import json
 import re
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -53,8 +52,10 @@ from edge_build.errors import StageError
 from edge_build.isolated import run_isolated
 from edge_build.model_source import check_weights_loaded, load_trained_model, trained_hyperparameters
 from edge_build.provenance import package_versions
+from edge_build.quantization_ladder import Verdict, attempt_table, climb, quantization_errors
 from edge_build.records import read_labels, read_rows
 from edge_build.runtime_envs import environment_in_use, launcher, unavailable
+from edge_build.stacks import RuntimeSpec
 from edge_build.stage_files import add_files, parsed
 from edge_build.text_model import STEPS, calibrated_ranges, converter_for, ops_named_in, quantize_with_ranges, text_functions
 from edge_build.tflite_host import make_converter, quiet_tensorflow_lite, run_tflite
@@ -62,8 +63,7 @@ from edge_build.tfrecord import read_split
 
 PREFLIGHT_TIMEOUT_S = 120
 TEXTS_TIMEOUT_S = 600
-# The per-layer debugger runs the model op by op; this many calibration samples give stable figures.
-DEBUG_SAMPLES = 64
+VALIDATION_TIMEOUT_S = 600
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +102,14 @@ def inspect_model(content: bytes) -> dict:
         buffer = model.buffers[tensor.buffer]
         return buffer.data is not None and len(buffer.data) > 0
 
+    float_ops: dict[str, int] = {}
+    for subgraph in model.subgraphs:
+        for op in subgraph.operators:
+            code = model.operatorCodes[op.opcodeIndex]
+            outputs = [subgraph.tensors[i] for i in op.outputs if i >= 0]
+            if not code.customCode and any(type_names[t.type] == "FLOAT32" and not is_constant(t) for t in outputs):
+                name = op_names[max(code.builtinCode, code.deprecatedBuiltinCode)]
+                float_ops[name] = float_ops.get(name, 0) + 1
     tensor_types: dict[str, int] = {}
     for tensor in tensors:
         tensor_types[type_names[tensor.type]] = tensor_types.get(type_names[tensor.type], 0) + 1
@@ -110,38 +118,10 @@ def inspect_model(content: bytes) -> dict:
         "flex_ops": sorted({name for name, _, kind in operators if kind == "flex"}),
         "custom_ops": sorted({name for name, _, kind in operators if kind == "custom"}),
         "tensor_types": dict(sorted(tensor_types.items())),
+        "float_ops": dict(sorted(float_ops.items())),
         "float_activations": sorted(t.name.decode() for t in tensors if type_names[t.type] == "FLOAT32" and not is_constant(t)),
         "float_constants": sorted(t.name.decode() for t in tensors if type_names[t.type] == "FLOAT32" and is_constant(t)),
     }
-
-
-def quantization_errors(converter, representative: np.ndarray) -> list[dict]:
-    """Per quantized layer: error of its INT8 output against float, worst first (TF Lite's QuantizationDebugger)."""
-    import tensorflow as tf
-
-    samples = representative[:DEBUG_SAMPLES]
-    with quiet_tensorflow_lite():
-        debugger = tf.lite.experimental.QuantizationDebugger(converter=converter, debug_dataset=lambda: ([row[None]] for row in samples))
-        debugger.run()
-    dump = io.StringIO()
-    debugger.layer_statistics_dump(dump)
-    rows = []
-    for row in csv.DictReader(io.StringIO(dump.getvalue())):
-        scale = float(row["scale"])
-        rmse = float(row["mean_squared_error"]) ** 0.5
-        rows.append(
-            {
-                "op": row["op_name"],
-                "tensor": row["tensor_name"],
-                "scale": scale,
-                "zero_point": int(float(row["zero_point"])),
-                "rmse": rmse,
-                "max_abs_error": float(row["max_abs_error"]),
-                # Error in quantization steps: ~0.29 (uniform rounding) is the floor; much more means the range is poorly set.
-                "rmse_in_steps": rmse / scale if scale else 0.0,
-            }
-        )
-    return sorted(rows, key=lambda r: -r["rmse_in_steps"])
 
 
 def preflight(model_path: Path, runtime: str, environment: dict) -> dict:
@@ -266,8 +246,8 @@ class Converted:
     test_logits: np.ndarray | None = None
 
 
-def convert_ids_model(model, precision: str, profile: TargetProfile, representative) -> Converted:
-    converter = make_converter(model, precision, profile, representative)
+def convert_float_model(model, precision: str, profile: TargetProfile) -> Converted:
+    converter = make_converter(model, precision, profile, None)
     started = time.perf_counter()
     with quiet_tensorflow_lite():
         content = converter.convert()
@@ -277,8 +257,85 @@ def convert_ids_model(model, precision: str, profile: TargetProfile, representat
         "supported_ops": [str(op).split(".")[-1] for op in converter.target_spec.supported_ops],
         **({"supported_types": [t.name for t in converter.target_spec.supported_types]} if converter.target_spec.supported_types else {}),
     }
-    record = {"quantization_errors": quantization_errors(converter, representative)} if precision == "int8" else {}
-    return Converted(content, settings, record)
+    return Converted(content, settings, {})
+
+
+def validation_on_runtime(model_path: Path, runtime: str, environment: dict, golden: Path, scratch: Path) -> tuple[dict | None, str | None]:
+    """Every example of ``golden`` run by ``runtime`` with the board's own benchmark (``--parity``), in the runtime
+    environment: its result, or why it could not run the model."""
+    reason = unavailable(environment, runtime)
+    if reason:
+        return None, f"not checked: {reason}"
+    out = scratch / f"{runtime}.json"
+    python, variables = launcher(environment)
+    command = [*python, "-m", "edge_build.board.bench", str(model_path), "--runtime", runtime, "--golden", str(golden), "--parity"]
+    done, abnormal = run_isolated([*command, "--warmup=0", "--runs=1", f"--out={out}"], VALIDATION_TIMEOUT_S, variables)
+    if abnormal:
+        return None, abnormal
+    if done.returncode != 0:
+        error = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1].removeprefix("error: ")
+        return None, error.replace(f"{model_path}: ", "")
+    return json.loads(out.read_text(encoding="utf-8")), None
+
+
+def flex_refusal(ops: dict, runtimes: tuple[RuntimeSpec, ...]) -> str | None:
+    """Why a model that needs Flex ops cannot ship to these runtimes, or None."""
+    flexless = [r.name for r in runtimes if not r.row.has_flex_delegate]
+    if not (ops["flex_ops"] and flexless):
+        return None
+    able = [f"{row.name} {row.version}" for row in RUNTIME_VERSIONS if row.has_flex_delegate]
+    return f"needs Flex ops {', '.join(ops['flex_ops'])}, which {', '.join(flexless)} cannot run (no Flex delegate; runtimes that can: {', '.join(able)})"
+
+
+def gate_figures(figures: dict) -> dict:
+    return {
+        "examples": figures["examples"],
+        "top1_agreement": figures["top1_agreement"],
+        "accuracy_drop": figures["reference_accuracy"] - figures["accuracy"],
+    }
+
+
+def ladder_judge(artifact: str, reference: np.ndarray, val_ids: np.ndarray, val_labels: np.ndarray, profile: TargetProfile, environment: dict):
+    """The gates a recipe's model must pass: no Flex op a runtime lacks, and the artifact's parity on the validation split,
+    on TensorFlow's interpreter and on every required runtime (which must load and run it)."""
+
+    def judge(content: bytes) -> Verdict:
+        ops = inspect_model(content)
+        refusal = flex_refusal(ops, profile.runtimes_for(artifact))
+        if refusal:
+            return Verdict({}, [refusal], ops["float_ops"])
+        val_logits = run_tflite(content, val_ids)
+        figures, problems = {"tf.lite": parity.compare(reference, val_logits, val_labels)}, []
+        with tempfile.TemporaryDirectory() as scratch:
+            model_file, golden = Path(scratch) / "candidate.tflite", Path(scratch) / "validation.npz"
+            model_file.write_bytes(content)
+            with open(golden, "wb") as handle:
+                np.savez(handle, ids=val_ids, labels=val_labels, reference_logits=reference.astype(np.float32))
+            for runtime in (r for r in profile.runtimes_for(artifact) if r.required):
+                result, error = validation_on_runtime(model_file, runtime.name, environment, golden, Path(scratch))
+                if error:
+                    problems.append(f"{runtime.name} cannot run it: {error}")
+                else:
+                    figures[f"{runtime.name} {result['runtime_version']}"] = result["parity"]
+        problems += [f"{place}: {breach}" for place, found in figures.items() for breach in parity.breaches(artifact, found, profile.tolerances)]
+        return Verdict({place: gate_figures(found) for place, found in figures.items()}, problems, ops["float_ops"], val_logits)
+
+    return judge
+
+
+def quantize_by_ladder(artifact: str, model, profile: TargetProfile, representative, judge, where: str) -> Converted:
+    """The first recipe of the profile's ladder whose model passes every gate, with the attempts and full INT8's per-layer errors."""
+    errors = quantization_errors(make_converter(model, "int8", profile, representative), representative)
+    climbed = climb(model, profile, representative, errors, judge)
+    attempts = [attempt.record() for attempt in climbed.attempts]
+    if climbed.recipe is None:
+        print(attempt_table(climbed.attempts), file=sys.stderr)
+        raise StageError(
+            f"{where}: no recipe of the quantization ladder passes every gate ({len(attempts)} in [quantization] recipes: the table above; "
+            "allowed: more recipes there, or looser int8 tolerances)"
+        )
+    record = {"quantization_errors": errors, "quantization_ladder": {"recipe": climbed.recipe, "attempts": attempts}}
+    return Converted(climbed.content, climbed.converter, record, climbed.val_logits)
 
 
 def convert_text_model(
@@ -293,8 +350,6 @@ def convert_text_model(
     where: str,
 ) -> Converted:
     """The raw-text model: op-path ladder, INT8 with the ids model's ranges, then its own token ids checked on every validation and test text."""
-    import tempfile
-
     if inputs.test_records is None:
         raise StageError(f"{where}: a raw-text model needs the test split's texts (--test)")
     artifact_runtimes = profile.runtimes_for("tflite_text_int8")
@@ -389,21 +444,24 @@ def convert_in(environment: dict, artifact: str, inputs: ConversionInputs, profi
     runtimes = profile.runtimes_for(artifact)
     if row.inputs == "text":
         converted = convert_text_model(model, inputs, hparams, profile, representative, environment, val_ids, test_ids, where)
+    elif row.calibrated:
+        judge = ladder_judge(artifact, reference, val_ids, val_labels, profile, environment)
+        converted = quantize_by_ladder(artifact, model, profile, representative, judge, where)
     else:
-        converted = convert_ids_model(model, precision, profile, representative)
+        converted = convert_float_model(model, precision, profile)
     content = converted.content
 
     ops = inspect_model(content)
-    flexless = [r.name for r in runtimes if not r.row.has_flex_delegate]
-    if ops["flex_ops"] and flexless:
-        able = [f"{row.name} {row.version}" for row in RUNTIME_VERSIONS if row.has_flex_delegate]
-        raise StageError(
-            f"{where}: needs Flex ops {', '.join(ops['flex_ops'])}, which {', '.join(flexless)} cannot run (no Flex delegate; runtimes that can: {', '.join(able)})"
-        )
+    refusal = flex_refusal(ops, runtimes)
+    if refusal:
+        raise StageError(f"{where}: {refusal}")
     # After the Flex check, which is about the graph alone: a partly loaded model would convert fine and be wrong.
     check_weights_loaded(reference, val_labels, inputs.train_log, inputs.weights)
-    if converted.val_logits is None:  # an ids model runs on TensorFlow's own interpreter here
-        converted.val_logits, converted.test_logits = run_tflite(content, val_ids), run_tflite(content, test_ids)
+    # An ids model runs on TensorFlow's own interpreter here (the ladder already ran it on the validation split).
+    if converted.val_logits is None:
+        converted.val_logits = run_tflite(content, val_ids)
+    if converted.test_logits is None:
+        converted.test_logits = run_tflite(content, test_ids)
     figures = parity.compare(reference, converted.val_logits, val_labels)
     judged = parity.judge(artifact, figures, profile.tolerances)
     broken = parity.messages(judged, "fail")
@@ -418,10 +476,10 @@ def convert_in(environment: dict, artifact: str, inputs: ConversionInputs, profi
         "sha256": hashlib.sha256(content).hexdigest(),
         "converter": {
             "tensorflow": package_versions("tensorflow")["tensorflow"],
-            **converted.converter,
-            "inference_output_type": profile.quantization.output_type if precision == "int8" and row.inputs == "ids" else "float32",
+            "inference_output_type": "float32",
             "per_channel_dense": profile.per_channel_dense if precision == "int8" else None,
             "calibration_samples": int(len(representative)) if representative is not None else 0,
+            **converted.converter,  # the chosen recipe's own settings
         },
         **ops,
         "validation_parity": figures,

@@ -1,0 +1,169 @@
+"""Climb the quantization ladder (``edge_build.recipes``): the first recipe whose model passes every gate, and every attempt.
+
+The tflite stage supplies the judge (its parity gates on TensorFlow's interpreter and
+on the profile's required runtimes); this module converts each recipe, skips those
+the runtime table already rules out, and renders the attempts as the one table a
+failed ladder prints. TensorFlow is imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from edge_build.config.profile import TargetProfile
+from edge_build.recipes import FLOAT_WORST_STEPS, RECIPES
+from edge_build.stacks import not_installable
+from edge_build.tflite_host import quiet_tensorflow_lite, recipe_converter
+
+#: The per-layer debugger runs the model op by op; this many calibration samples give stable figures.
+DEBUG_SAMPLES = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """What the judge found for one candidate model: figures per place checked (``tf.lite``, ``<runtime> <version>``), and each broken gate."""
+
+    figures: dict[str, dict]
+    problems: list[str]
+    float_ops: dict[str, int]
+    val_logits: np.ndarray | None = None
+
+
+@dataclasses.dataclass
+class Attempt:
+    recipe: str
+    outcome: str  # chosen, failed, skipped or not tried
+    reason: str = ""
+    size_bytes: int | None = None
+    seconds: float | None = None
+    kept_float: list[str] = dataclasses.field(default_factory=list)
+    float_ops: dict[str, int] = dataclasses.field(default_factory=dict)
+    figures: dict[str, dict] = dataclasses.field(default_factory=dict)
+
+    def record(self) -> dict:
+        return {"description": RECIPES[self.recipe].description, **dataclasses.asdict(self)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Climbed:
+    """The chosen recipe's model, its converter settings and validation logits, and every attempt (``None`` chosen: none passed)."""
+
+    recipe: str | None
+    content: bytes | None
+    converter: dict
+    attempts: list[Attempt]
+    val_logits: np.ndarray | None = None
+
+
+def quantization_errors(converter, representative: np.ndarray) -> list[dict]:
+    """Per quantized layer: error of its INT8 output against float, worst first (TF Lite's QuantizationDebugger)."""
+    import tensorflow as tf
+
+    samples = representative[:DEBUG_SAMPLES]
+    with quiet_tensorflow_lite():
+        debugger = tf.lite.experimental.QuantizationDebugger(converter=converter, debug_dataset=lambda: ([row[None]] for row in samples))
+        debugger.run()
+    dump = io.StringIO()
+    debugger.layer_statistics_dump(dump)
+    rows = []
+    for row in csv.DictReader(io.StringIO(dump.getvalue())):
+        scale = float(row["scale"])
+        rmse = float(row["mean_squared_error"]) ** 0.5
+        rows.append(
+            {
+                "op": row["op_name"],
+                "tensor": row["tensor_name"],
+                "scale": scale,
+                "zero_point": int(float(row["zero_point"])),
+                "rmse": rmse,
+                "max_abs_error": float(row["max_abs_error"]),
+                # Error in quantization steps: ~0.29 (uniform rounding) is the floor; much more means the range is poorly set.
+                "rmse_in_steps": rmse / scale if scale else 0.0,
+            }
+        )
+    return sorted(rows, key=lambda r: -r["rmse_in_steps"])
+
+
+def skip_reason(name: str, profile: TargetProfile) -> str | None:
+    """Why the runtime table rules recipe ``name`` out before converting, or None."""
+    if RECIPES[name].per_channel_dense:
+        if profile.per_channel_dense:
+            return "the same model as int8: every runtime here loads per-channel dense layers, so int8 has them"
+        lacking = [f"{r.name} {r.version}" for r in profile.runtimes if not_installable(r, profile.stack) is None and not r.row.per_channel_dense]
+        return f"{', '.join(lacking)} cannot load TF 2.21's per-channel dense layers (the runtime table)"
+    return None
+
+
+def worst_layers(errors: Sequence[dict]) -> list[str]:
+    """The layers ``int8_float_worst`` keeps in float: over ``FLOAT_WORST_STEPS`` steps of error, and at least the worst."""
+    over = [row["tensor"] for row in errors if row["rmse_in_steps"] > FLOAT_WORST_STEPS]
+    return over or [row["tensor"] for row in errors[:1]]
+
+
+def convert_recipe(model, name: str, profile: TargetProfile, representative: np.ndarray, errors: Sequence[dict]) -> tuple[bytes, dict, list[str]]:
+    """Recipe ``name``'s model, its converter settings and the layers it kept in float on purpose."""
+    import tensorflow as tf
+
+    converter = recipe_converter(model, name, profile, representative)
+    kept_float = worst_layers(errors) if RECIPES[name].float_worst else []
+    with quiet_tensorflow_lite():
+        if kept_float:
+            options = tf.lite.experimental.QuantizationDebugOptions(denylisted_nodes=kept_float)
+            samples = representative[:DEBUG_SAMPLES]
+            debugger = tf.lite.experimental.QuantizationDebugger(
+                converter=converter, debug_dataset=lambda: ([row[None]] for row in samples), debug_options=options
+            )
+            content = debugger.get_nondebug_quantized_model()
+        else:
+            content = converter.convert()
+    settings = {
+        "recipe": name,
+        "optimizations": [str(o).split(".")[-1] for o in converter.optimizations],
+        "supported_ops": [str(op).split(".")[-1] for op in converter.target_spec.supported_ops],
+        "per_channel_dense": not converter._experimental_disable_per_channel_quantization_for_dense_layers,
+        "calibration_samples": int(len(representative)) if RECIPES[name].calibrated else 0,
+        "inference_output_type": converter.inference_output_type.name if RECIPES[name].calibrated else "float32",
+    }
+    return content, settings, kept_float
+
+
+def climb(model, profile: TargetProfile, representative: np.ndarray, errors: Sequence[dict], judge: Callable[[bytes], Verdict]) -> Climbed:
+    """Try the profile's recipes in order; the first whose model ``judge`` passes, with every attempt recorded."""
+    from tensorflow.lite.python.convert import ConverterError
+
+    attempts: list[Attempt] = []
+    for position, name in enumerate(profile.quantization.recipes):
+        reason = skip_reason(name, profile)
+        if reason:
+            attempts.append(Attempt(name, "skipped", reason))
+            continue
+        started = time.perf_counter()
+        try:
+            content, settings, kept_float = convert_recipe(model, name, profile, representative, errors)
+        except (ConverterError, RuntimeError, ValueError) as exc:
+            attempts.append(Attempt(name, "failed", f"the converter refused it: {' '.join(str(exc).split())[:300]}"))
+            continue
+        seconds = round(time.perf_counter() - started, 3)
+        verdict = judge(content)
+        attempt = Attempt(name, "failed", "; ".join(verdict.problems), len(content), seconds, kept_float, verdict.float_ops, verdict.figures)
+        attempts.append(attempt)
+        if not verdict.problems:
+            attempt.outcome, attempt.reason = "chosen", "passes every gate"
+            attempts += [Attempt(later, "not tried", "an earlier recipe passed") for later in profile.quantization.recipes[position + 1 :]]
+            return Climbed(name, content, {**settings, "seconds": seconds}, attempts, verdict.val_logits)
+    return Climbed(None, None, {}, attempts)
+
+
+def attempt_table(attempts: Sequence[Attempt]) -> str:
+    """Every attempt, one line each: the table a ladder that found nothing prints."""
+    lines = [f"  {'recipe':<18} {'outcome':<9} {'size':>9}  why"]
+    for attempt in attempts:
+        size = f"{attempt.size_bytes / 1e6:.2f} MB" if attempt.size_bytes else "-"
+        lines.append(f"  {attempt.recipe:<18} {attempt.outcome:<9} {size:>9}  {attempt.reason}")
+    return "\n".join(lines)
