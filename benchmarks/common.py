@@ -220,5 +220,34 @@ def run_device_bench(
     return {"status": "ok", **result}
 
 
+def trained_model(layout):
+    """The build's trained Keras model (``model_src/`` with its weights), as the tflite stage loads it."""
+    from edge_build.model_source import load_trained_model, trained_hyperparameters
+    from edge_build.records import read_labels
+
+    hparams_path = REPO / "model_src" / "hparams.toml"
+    hparams = trained_hyperparameters(hparams_path, layout.train_log)
+    return load_trained_model(
+        REPO / "model_src" / "model.py", hparams, hparams_path, layout.vocab, len(read_labels(layout.data.labels)), layout.weights
+    )
+
+
+def recipe_models(model, layout, profile, names, folder: Path) -> dict[str, Path]:
+    """Each quantization recipe in ``names`` converted as the tflite stage's ladder converts it, written to ``folder``."""
+    import numpy as np
+
+    from edge_build.quantization_ladder import convert_recipe, quantization_errors
+    from edge_build.tflite_host import make_converter
+
+    representative = np.load(layout.representative)
+    errors = quantization_errors(make_converter(model, "int8", profile, representative), representative)
+    paths = {}
+    for name in names:
+        paths[name] = folder / f"{name}.tflite"
+        paths[name].write_bytes(convert_recipe(model, name, profile, representative, errors)[0])
+        print(f"converted recipe {name}: {paths[name].stat().st_size} bytes", flush=True)
+    return paths
+
+
 def ratio(numerator: float | None, denominator: float | None) -> float | None:
     return numerator / denominator if numerator and denominator else None

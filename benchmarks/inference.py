@@ -3,7 +3,8 @@
     python benchmarks/inference.py [--quick] [--build-dir build] [--out-dir benchmarks/results]
 
 Rows: artifact x runtime x batch (1, 32) x threads (1, 2), on the golden set of
-the ``host`` build. The CPU and XLA SavedModels' ``classify_ids`` (ids) and
+the ``host`` build; the artifacts are the build's and the quantization ladder's
+later recipes, converted here from the build's weights as the ladder converts them. The CPU and XLA SavedModels' ``classify_ids`` (ids) and
 ``serving_default`` (text) signatures are timed in a TensorFlow process per
 model and thread count, TensorFlow's ``tf.lite.Interpreter`` in one more
 (``tensorflow_timing.py``), all in this project's Python; tflite-runtime and
@@ -25,11 +26,24 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import REPO, argument_parser, markdown_table, missing_outputs, ratio, run_device_bench, runtime_environment, write_results
+from common import (
+    REPO,
+    argument_parser,
+    markdown_table,
+    missing_outputs,
+    ratio,
+    recipe_models,
+    run_device_bench,
+    runtime_environment,
+    trained_model,
+    write_results,
+)
 
 from edge_build.board.parity import load_golden
+from edge_build.config.profile import load_profile
 from edge_build.isolated import run_isolated
 from edge_build.layout import Layout
+from edge_build.recipes import RECIPES
 
 BATCHES = (1, 32)
 THREADS = (1, 2)
@@ -38,6 +52,8 @@ DEVICE_RUNTIMES = ("tflite-runtime", "ai-edge-litert")
 # The reference CPU SavedModel, the gpu target's XLA SavedModel and the host target's TF Lite models.
 SAVED_MODELS = ("saved_model_cpu", "saved_model_xla")
 TFLITE_MODELS = ("tflite_fp32", "tflite_int8")
+#: The quantization ladder's later recipes (``edge_build.recipes``; tflite_int8 is its first, ``int8``), converted here as the ladder would.
+RECIPE_MODELS = tuple(name for name in RECIPES if name != "int8")
 FLOOR = "floor_add"
 SIGNATURE_RUNTIME = {"classify_ids": "tensorflow: classify_ids (ids)", "serving_default": "tensorflow: serving_default (text)"}
 # Goals of the performance issue, for INT8 at batch 1 on the fastest device runtime.
@@ -252,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     saved_models = {"saved_model_cpu": layout.reference, "saved_model_xla": gpu.artifact("saved_model_xla")}
     golden, split = host.golden, layout.data.split("test")
     needed = [*layout.reference_files, *gpu.artifact_files("saved_model_xla"), *(host.artifact(name) for name in TFLITE_MODELS), golden, split]
+    needed += [layout.weights, layout.representative]
     if missing_outputs(needed, "build the host and gpu targets first: scons target=all"):
         return 2
     environment = runtime_environment(build, args.runtime_envs)
@@ -262,7 +279,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
-        models = {name: host.artifact(name) for name in TFLITE_MODELS} | {FLOOR: scratch / f"{FLOOR}.tflite"}
+        models = {name: host.artifact(name) for name in TFLITE_MODELS}
+        models |= recipe_models(trained_model(layout), layout, load_profile(REPO / "targets", "host"), RECIPE_MODELS, scratch)
+        models[FLOOR] = scratch / f"{FLOOR}.tflite"
         convert_floor(models[FLOOR], sequence_length)
         for name, path in saved_models.items():
             for threads in THREADS[:1] if args.quick else THREADS:
@@ -271,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         rows += time_tf_lite_interpreter(models, golden, runs, scratch)
         for name, path in models.items():
             rows += time_on_device(environment, name, path, golden, runs, scratch)
-    order = [*SAVED_MODELS, *TFLITE_MODELS, FLOOR], [*SIGNATURE_RUNTIME.values(), *RUNTIMES]
+    order = [*SAVED_MODELS, *TFLITE_MODELS, *RECIPE_MODELS, FLOOR], [*SIGNATURE_RUNTIME.values(), *RUNTIMES]
     rows.sort(key=lambda r: (order[0].index(r["artifact"]), order[1].index(r["runtime"]), r["batch"], r["threads"]))
     add_ratios(rows)
     goals = goal_checks(rows)

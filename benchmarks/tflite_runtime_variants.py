@@ -20,14 +20,24 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import REPO, argument_parser, markdown_table, missing_outputs, ratio, run_device_bench, runtime_environment, write_results
+from common import (
+    REPO,
+    argument_parser,
+    markdown_table,
+    missing_outputs,
+    ratio,
+    recipe_models,
+    run_device_bench,
+    runtime_environment,
+    trained_model,
+    write_results,
+)
 
 from edge_build import parity
 from edge_build.config.profile import load_profile
 from edge_build.errors import EdgeBuildError
 from edge_build.layout import Layout
-from edge_build.model_source import load_trained_model, trained_hyperparameters
-from edge_build.records import read_labels
+from edge_build.recipes import RECIPES
 
 THREADS = (1, 2)
 COMPARISON_RUNTIME = "ai-edge-litert"
@@ -45,53 +55,32 @@ class Variant:
     gate: str  # the profile tolerances it must meet: those of tflite_fp32 or tflite_int8
 
 
+#: The quantization ladder's recipes (``edge_build.recipes``), converted as the tflite stage converts them, then other choices.
 VARIANTS = (
-    Variant("int8", "full-integer INT8, per-tensor dense, float32 logits (the build's)", "tflite_int8"),
-    Variant("int8_per_channel", "full-integer INT8, per-channel dense", "tflite_int8"),
+    *(Variant(name, recipe.description, "tflite_int8") for name, recipe in RECIPES.items()),
     Variant("int8_int8_logits", "full-integer INT8, per-tensor dense, int8 logits", "tflite_int8"),
-    Variant("dynamic_range", "int8 weights, float32 activations (no calibration)", "tflite_int8"),
     Variant("fp16_weights", "float16 weights, float32 compute", "tflite_int8"),
     Variant("fp32", "float32 (the build's)", "tflite_fp32"),
 )
 
 
-def converter_for(variant: str, model, profile, representative):
-    """The build's converter (``edge_build.tflite_host.make_converter``) with the variant's options changed."""
+def convert_all(layout: Layout, profile, out_dir: Path) -> dict[str, Path]:
+    """Every variant: the recipes as the ladder converts them, the others with the build's converter (``make_converter``) changed."""
+    import numpy as np
     import tensorflow as tf
 
-    from edge_build.tflite_host import make_converter
+    from edge_build.tflite_host import make_converter, quiet_tensorflow_lite
 
-    precision = {"fp32": "fp32", "dynamic_range": "fp32", "fp16_weights": "fp16"}.get(variant, "int8")
-    converter = make_converter(model, precision, profile, representative)
-    if variant == "int8_per_channel":
-        converter._experimental_disable_per_channel_quantization_for_dense_layers = False
-    elif variant == "int8_int8_logits":
-        converter.inference_output_type = tf.int8
-    elif variant == "dynamic_range":
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    return converter
-
-
-def convert_all(layout: Layout, profile, out_dir: Path) -> dict[str, Path]:
-    import numpy as np
-
-    from edge_build.tflite_host import quiet_tensorflow_lite
-
-    hparams_path = REPO / "model_src" / "hparams.toml"
-    model = load_trained_model(
-        REPO / "model_src" / "model.py",
-        trained_hyperparameters(hparams_path, layout.train_log),
-        hparams_path,
-        layout.vocab,
-        len(read_labels(layout.data.labels)),
-        layout.weights,
-    )
+    model = trained_model(layout)
     representative = np.load(layout.representative)
-    paths = {}
-    for variant in VARIANTS:
+    paths = recipe_models(model, layout, profile, RECIPES, out_dir)
+    for variant in VARIANTS[len(RECIPES) :]:
+        converter = make_converter(model, {"fp32": "fp32", "fp16_weights": "fp16"}.get(variant.name, "int8"), profile, representative)
+        if variant.name == "int8_int8_logits":
+            converter.inference_output_type = tf.int8
         paths[variant.name] = out_dir / f"{variant.name}.tflite"
         with quiet_tensorflow_lite():
-            paths[variant.name].write_bytes(converter_for(variant.name, model, profile, representative).convert())
+            paths[variant.name].write_bytes(converter.convert())
         print(f"converted {variant.name}: {paths[variant.name].stat().st_size} bytes", flush=True)
     return paths
 
