@@ -127,7 +127,8 @@ def run_bench(environment: dict, folder: Path, *args: str) -> subprocess.Complet
 def test_the_board_refuses_an_accuracy_drop_the_build_refuses(tiny_artifacts, tiny_bundle, tmp_path: Path):
     from edge_build import parity
 
-    quick = ("--runs", "1", "--warmup", "0")
+    # INT8 by name: the bundle's default model on a runtime is whichever the checks' timings favoured.
+    quick = ("--model", "tflite_int8", "--runs", "1", "--warmup", "0")
     # As built, the bundle passes on the board; this also gives the INT8 model's logits on the golden set, as the board computes them.
     accepted = run_bench(
         tiny_bundle["runtime_env"],
@@ -178,6 +179,25 @@ def test_the_board_refuses_an_accuracy_drop_the_build_refuses(tiny_artifacts, ti
     assert figures["reference_accuracy"] == 1.0
     # The build's gate, on the same figures, breaks on exactly the same check.
     assert parity.breaches("tflite_int8", figures, profile.tolerances) == ["accuracy drop 0.166667 (allowed <= 0.1, int8_max_accuracy_drop)"]
+
+
+def test_a_model_is_named_by_artifact_or_file_name_positionally_or_with_model(tiny_bundle, tmp_path: Path):
+    environment, folder, quick = tiny_bundle["runtime_env"], tiny_bundle["folder"], ("--runs", "1", "--warmup", "0")
+    # classify.py takes --model; bench.py takes it too, beside its MODEL argument, and both know the bundle's artifact names.
+    for named in (("--model", "tflite_int8"), ("tflite_int8",), ("model_int8.tflite",)):
+        result = run_bench(environment, folder, *named, *quick, "--out", str(tmp_path / "result.json"))
+        assert result.returncode == 0, result.stderr
+        assert json.loads((tmp_path / "result.json").read_text())["model"] == str(folder / "model_int8.tflite")
+    twice = run_bench(environment, folder, "model_fp32.tflite", "--model", "tflite_int8", *quick)
+    assert (twice.returncode, twice.stderr) == (2, "error: give the model once: MODEL or --model MODEL\n")
+    unknown = run_bench(environment, folder, "--model", "int4", *quick)
+    assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1
+    assert unknown.stderr.startswith("error: int4: no such model (this bundle's: tflite_fp32 (model_fp32.tflite), tflite_fp16 (model_fp16.tflite), ")
+    python, variables = board_launcher(environment)
+    named = subprocess.run(
+        [*python, "classify.py", "--model", "tflite_fp16", "--json", "a comet"], cwd=folder, env=variables, capture_output=True, text=True
+    )
+    assert named.returncode == 0 and set(json.loads(named.stdout)["probabilities"]) == set(verify(str(folder))["labels"]), named.stderr
 
 
 def test_bench_options_are_honoured_as_written_and_never_abbreviated(tiny_bundle, tmp_path: Path):

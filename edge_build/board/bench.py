@@ -164,7 +164,11 @@ def peak_rss_mb() -> float:
 def build_parser(in_bundle: bool = False, **defaults: str) -> argparse.ArgumentParser:
     """The options; a bundle's launcher (``in_bundle``) chooses the model when none is given, and passes its runtime and golden set as defaults."""
     parser = argparse.ArgumentParser(prog="bench.py", description=__doc__.splitlines()[0], allow_abbrev=False)
-    help_text = "the model (default: the one the bundle's manifest recommends for the runtime)" if in_bundle else "the .tflite model"
+    help_text = (
+        "the model, by artifact or file name (default: the one the bundle's manifest recommends for the runtime)"
+        if in_bundle
+        else "the .tflite model"
+    )
     parser.add_argument("model", help=help_text, **({"nargs": "?"} if in_bundle else {}))
     parser.add_argument("--runtime", choices=sorted(INTERPRETER_MODULES), default="tflite-runtime")
     parser.add_argument("--threads", type=int, default=1)

@@ -35,6 +35,15 @@ def artifact_of(manifest: dict, folder: str, model: str) -> str | None:
     return next((artifact for artifact, file in manifest["models"].items() if os.path.join(folder, file) == path), None)
 
 
+def model_path(manifest: dict, folder: str, model: str) -> str:
+    """Where ``model`` is: a model of the bundle by artifact name (``tflite_int8``) or file name, or the path of another .tflite file."""
+    path = os.path.join(folder, manifest["models"].get(model, model))  # an absolute path stays as it is
+    if not os.path.isfile(path):
+        listed = ", ".join(f"{artifact} ({file})" for artifact, file in manifest["models"].items())
+        raise BundleError(f"{model}: no such model (this bundle's: {listed}; or the path of a .tflite file)")
+    return path
+
+
 def with_defaults(manifest: dict, model: str | None, runtime: str | None) -> tuple[str, str | None]:
     """``model`` and ``runtime`` as asked; without a model, the runtime asked or the bundle's default, and the model the
     build chose for that runtime (``default_models``)."""
@@ -72,13 +81,16 @@ def bench_main(argv: list[str]) -> int:
         return fail(exc, EXIT_USAGE)
     # No runtime default here: it depends on the model (the first runtime the manifest names for it).
     parser = build_parser(in_bundle=True, runtime=None, golden=os.path.join(folder, "golden.npz"))
+    parser.add_argument("--model", dest="model_option", metavar="MODEL", help="the same as MODEL, as classify.py takes it")
     args = parser.parse_args(argv)
-    args.model, args.runtime = with_defaults(manifest, args.model, args.runtime)
-    args.model = os.path.join(folder, args.model)  # an absolute path stays as it is
-    artifact = artifact_of(manifest, folder, args.model)
-    if args.parity and artifact is None:
-        return fail(f"{args.model} is not a model of this bundle: the build's parity checks for it are unknown", EXIT_USAGE)
+    if args.model and args.model_option:
+        return fail("give the model once: MODEL or --model MODEL", EXIT_USAGE)
+    args.model, args.runtime = with_defaults(manifest, args.model or args.model_option, args.runtime)
     try:
+        args.model = model_path(manifest, folder, args.model)
+        artifact = artifact_of(manifest, folder, args.model)
+        if args.parity and artifact is None:
+            raise BundleError(f"{args.model} is not a model of this bundle: the build's parity checks for it are unknown")
         args.runtime = choose_runtime(manifest, artifact, args.runtime, args.model)
     except BundleError as exc:
         return fail(exc, EXIT_USAGE)
@@ -123,7 +135,7 @@ def classify_main(argv: list[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="classify.py", description="Classify raw text on the board.")
     parser.add_argument("texts", nargs="+", help="one or more texts (use - to read one per line from standard input)")
-    parser.add_argument("--model", help="a model of the bundle (default: the one the manifest names for the runtime)")
+    parser.add_argument("--model", help="a model of the bundle, by artifact or file name (default: the one the manifest names for the runtime)")
     parser.add_argument("--runtime", help="a runtime that runs the model (default: the first the manifest names for it)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per text")
     args = parser.parse_args(argv)
@@ -131,8 +143,8 @@ def classify_main(argv: list[str]) -> int:
     try:
         manifest = verify(folder)
         texts = [line.rstrip("\n") for line in sys.stdin if line.strip()] if args.texts == ["-"] else args.texts
-        model_file, runtime = with_defaults(manifest, args.model, args.runtime)
-        path = os.path.join(folder, model_file)
+        model, runtime = with_defaults(manifest, args.model, args.runtime)
+        path = model_path(manifest, folder, model)
         model = Model(choose_runtime(manifest, artifact_of(manifest, folder, path), runtime, path), path, 1, 1)
         encode = text_encoder(model, folder, manifest)
     except (BundleError, RuntimeMissing, RuntimeError, ValueError) as exc:
