@@ -114,3 +114,12 @@ def require_positive(options: Any, *names: str) -> None:
 
 def choices(names: Mapping[str, Any] | typing.Iterable[str]) -> str:
     return ", ".join(names)
+
+
+def require_rows(key: str, names: typing.Sequence[str], table: Mapping[str, Any], what: str, a_what: str) -> None:
+    """Each of ``names`` is a row of ``table``, none twice: ``what`` names a row (``a_what`` with its article)."""
+    for name in names:
+        if name not in table:
+            raise ValueError(f"key '{key}': unknown {what} '{name}' (allowed: {choices(table)})")
+    if len(set(names)) != len(names):
+        raise ValueError(f"key '{key}': lists {a_what} twice")

@@ -17,7 +17,7 @@ from typing import Literal
 from edge_build.artifacts import ARTIFACTS, takers
 from edge_build.board.decision import examples_to_decide
 from edge_build.board.runtime import RUNTIME_VERSIONS, RUNTIMES
-from edge_build.config.loading import choices, from_mapping, load_toml, require_positive
+from edge_build.config.loading import choices, from_mapping, load_toml, require_positive, require_rows
 from edge_build.errors import ConfigError
 from edge_build.recipes import LADDER, RECIPES
 from edge_build.stacks import OS_RELEASES, EnvironmentSpec, RuntimeSpec, Stack, not_installable
@@ -45,11 +45,7 @@ class Quantization:
     def __post_init__(self) -> None:
         if not self.recipes:
             raise ValueError(f"key 'recipes': must list at least one recipe (allowed: {choices(RECIPES)})")
-        for recipe in self.recipes:
-            if recipe not in RECIPES:
-                raise ValueError(f"key 'recipes': unknown recipe '{recipe}' (allowed: {choices(RECIPES)})")
-        if len(set(self.recipes)) != len(self.recipes):
-            raise ValueError("key 'recipes': lists a recipe twice")
+        require_rows("recipes", self.recipes, RECIPES, "recipe", "a recipe")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -273,11 +269,7 @@ class TargetProfile:
     def __post_init__(self) -> None:
         if not self.artifacts:
             raise ValueError(f"key 'artifacts': must name at least one of {choices(ARTIFACTS)}")
-        for artifact in self.artifacts:
-            if artifact not in ARTIFACTS:
-                raise ValueError(f"key 'artifacts': unknown artifact '{artifact}' (allowed: {choices(ARTIFACTS)})")
-        if len(set(self.artifacts)) != len(self.artifacts):
-            raise ValueError("key 'artifacts': lists an artifact twice")
+        require_rows("artifacts", self.artifacts, ARTIFACTS, "artifact", "an artifact")
         names = [runtime.name for runtime in self.runtimes]
         if len(set(names)) != len(names):
             raise ValueError("key 'runtimes': lists a runtime twice")
