@@ -99,10 +99,11 @@ the system Python, so install into a virtual environment:
 {optional}
 Benchmark the model the build recommends for the runtime (`default_models` in
 manifest.json: the fastest that passed there; the target's report says why) and
-re-check the golden set, then any other model of the bundle:
+re-check the golden set, then any other model of the bundle, by file or artifact name
+(`classify.py` takes `--model` too):
 
     python3 bench.py --parity
-    python3 bench.py model_fp32.tflite --threads 2 --runs 500
+    python3 bench.py --model tflite_fp32 --threads 2 --runs 500
 
 Classify raw text:
 
