@@ -214,7 +214,8 @@ def run_device_bench(
     if abnormal:
         return {"status": abnormal}
     if done.returncode != 0:
-        return {"status": "failed: " + (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1].removeprefix("error: ")}
+        reason = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1].removeprefix("error: ")
+        return {"status": "failed: " + reason.replace(f"{model}: ", "")}
     result = json.loads(out.read_text(encoding="utf-8"))
     result["latency"].pop("invoke_us")
     return {"status": "ok", **result}
