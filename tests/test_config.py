@@ -1,3 +1,4 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -253,3 +254,24 @@ def test_the_quantization_ladder_is_every_recipe_unless_a_profile_narrows_or_reo
     assert load_profile(REPO / "targets", "host").quantization.recipes == LADDER == tuple(RECIPES)
     write(tmp_path / "board.toml", TFLITE + '[quantization]\nrecipes = ["dynamic_range", "int8"]\n')
     assert load_profile(tmp_path, "board").quantization.recipes == ("dynamic_range", "int8")
+
+
+def test_a_conversion_depends_on_the_keys_its_artifact_reads_not_on_whole_tables(tmp_path: Path):
+    base = load_profile(REPO / "targets", "host")
+    changed = {
+        "recipes": dataclasses.replace(base, quantization=dataclasses.replace(base.quantization, recipes=("dynamic_range",))),
+        "int8 tolerance": dataclasses.replace(base, tolerances=dataclasses.replace(base.tolerances, int8_min_top1_agreement=0.95)),
+        "fp32 tolerance": dataclasses.replace(base, tolerances=dataclasses.replace(base.tolerances, fp32_logit_rtol=1e-3)),
+        "runtimes": dataclasses.replace(base, runtimes=base.runtimes[:1]),
+    }
+
+    def reruns(artifact: str) -> list[str]:
+        sections = ("quantization", "stack", "runtimes", "tolerances")
+        before = base.sections(*sections, artifact=artifact)
+        return [what for what, profile in changed.items() if profile.sections(*sections, artifact=artifact) != before]
+
+    assert reruns("tflite_int8") == ["recipes", "int8 tolerance", "runtimes"]
+    assert reruns("tflite_fp32") == ["fp32 tolerance", "runtimes"]
+    assert reruns("tflite_fp16") == ["runtimes"]
+    # Without an artifact, a section is whole.
+    assert base.sections("tolerances") != changed["int8 tolerance"].sections("tolerances")

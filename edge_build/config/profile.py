@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from edge_build.artifacts import ARTIFACTS, takers
+from edge_build.artifacts import ARTIFACTS, settings_taken, takers
 from edge_build.board.decision import examples_to_decide
 from edge_build.board.runtime import RUNTIME_VERSIONS, RUNTIMES
 from edge_build.config.loading import choices, from_mapping, load_toml, require_positive, require_rows
@@ -333,9 +333,20 @@ class TargetProfile:
     def latency_budget_ms(self, artifact: str) -> float:
         return getattr(self.latency, ARTIFACTS[artifact].latency_key)
 
-    def sections(self, *names: str) -> str:
-        """The named sections as canonical JSON: what SCons compares to decide whether a stage reruns."""
-        return json.dumps({name: _plain(getattr(self, name)) for name in names}, sort_keys=True)
+    def sections(self, *names: str, artifact: str | None = None) -> str:
+        """The named sections as canonical JSON: what SCons compares to decide whether a stage reruns.
+
+        With ``artifact``, of a table the artifact does not read whole only the keys it reads
+        (``settings_taken``): an INT8 tolerance or recipe edit reruns INT8's conversion, not float32's.
+        """
+        plain = {name: _plain(getattr(self, name)) for name in names}
+        if artifact is not None:
+            taken = settings_taken(artifact)
+            plain = {
+                name: {key: v for key, v in value.items() if f"{name}.{key}" in taken} if isinstance(value, dict) and name not in taken else value
+                for name, value in plain.items()
+            }
+        return json.dumps(plain, sort_keys=True)
 
 
 def _plain(value):
