@@ -181,7 +181,7 @@ def run_device_bench(
     Timed inputs are golden-set rows; with ``parity`` the whole golden set is run too, and its top-1 agreement,
     logit error and accuracy against the reference SavedModel come with the timings.
     """
-    from edge_build.isolated import run_isolated
+    from edge_build.isolated import failure_line, run_isolated
     from edge_build.runtime_envs import launcher, unavailable
 
     reason = unavailable(environment, runtime)
@@ -214,8 +214,7 @@ def run_device_bench(
     if abnormal:
         return {"status": abnormal}
     if done.returncode != 0:
-        reason = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1].removeprefix("error: ")
-        return {"status": "failed: " + reason.replace(f"{model}: ", "")}
+        return {"status": "failed: " + failure_line(done).replace(f"{model}: ", "")}
     result = json.loads(out.read_text(encoding="utf-8"))
     result["latency"].pop("invoke_us")
     return {"status": "ok", **result}

@@ -10,6 +10,11 @@ from __future__ import annotations
 import subprocess
 
 
+def failure_line(done: subprocess.CompletedProcess) -> str:
+    """What a process that exited non-zero said last (its ``error:`` prefix dropped), or its exit code."""
+    return (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1].removeprefix("error: ")
+
+
 def run_isolated(command: list[str], timeout_s: float, env: dict | None = None) -> tuple[subprocess.CompletedProcess | None, str | None]:
     """The finished process (``None`` if it hung) and, when it did not exit by itself, why."""
     try:

@@ -19,7 +19,7 @@ import numpy as np
 from edge_build.config.profile import TargetProfile
 from edge_build.recipes import FLOAT_WORST_STEPS, RECIPES
 from edge_build.stacks import not_installable
-from edge_build.tflite_host import quiet_tensorflow_lite, recipe_converter
+from edge_build.tflite_host import converter_settings, quiet_tensorflow_lite, recipe_converter
 
 #: The per-layer debugger runs the model op by op; this many calibration samples give stable figures.
 DEBUG_SAMPLES = 64
@@ -61,13 +61,22 @@ class Climbed:
     val_logits: np.ndarray | None = None
 
 
-def quantization_errors(converter, representative: np.ndarray) -> list[dict]:
-    """Per quantized layer: error of its INT8 output against float, worst first (TF Lite's QuantizationDebugger)."""
+def debugger_for(converter, representative: np.ndarray, denylisted: Sequence[str] = ()):
+    """TF Lite's ``QuantizationDebugger`` on the first ``DEBUG_SAMPLES`` representative rows, ``denylisted`` layers kept float."""
     import tensorflow as tf
 
     samples = representative[:DEBUG_SAMPLES]
+    return tf.lite.experimental.QuantizationDebugger(
+        converter=converter,
+        debug_dataset=lambda: ([row[None]] for row in samples),
+        debug_options=tf.lite.experimental.QuantizationDebugOptions(denylisted_nodes=list(denylisted)) if denylisted else None,
+    )
+
+
+def quantization_errors(converter, representative: np.ndarray) -> list[dict]:
+    """Per quantized layer: error of its INT8 output against float, worst first (TF Lite's QuantizationDebugger)."""
     with quiet_tensorflow_lite():
-        debugger = tf.lite.experimental.QuantizationDebugger(converter=converter, debug_dataset=lambda: ([row[None]] for row in samples))
+        debugger = debugger_for(converter, representative)
         debugger.run()
     dump = io.StringIO()
     debugger.layer_statistics_dump(dump)
@@ -108,24 +117,16 @@ def worst_layers(errors: Sequence[dict]) -> list[str]:
 
 def convert_recipe(model, name: str, profile: TargetProfile, representative: np.ndarray, errors: Sequence[dict]) -> tuple[bytes, dict, list[str]]:
     """Recipe ``name``'s model, its converter settings and the layers it kept in float on purpose."""
-    import tensorflow as tf
-
     converter = recipe_converter(model, name, profile, representative)
     kept_float = worst_layers(errors) if RECIPES[name].float_worst else []
     with quiet_tensorflow_lite():
         if kept_float:
-            options = tf.lite.experimental.QuantizationDebugOptions(denylisted_nodes=kept_float)
-            samples = representative[:DEBUG_SAMPLES]
-            debugger = tf.lite.experimental.QuantizationDebugger(
-                converter=converter, debug_dataset=lambda: ([row[None]] for row in samples), debug_options=options
-            )
-            content = debugger.get_nondebug_quantized_model()
+            content = debugger_for(converter, representative, kept_float).get_nondebug_quantized_model()
         else:
             content = converter.convert()
     settings = {
         "recipe": name,
-        "optimizations": [str(o).split(".")[-1] for o in converter.optimizations],
-        "supported_ops": [str(op).split(".")[-1] for op in converter.target_spec.supported_ops],
+        **converter_settings(converter),
         "per_channel_dense": not converter._experimental_disable_per_channel_quantization_for_dense_layers,
         "calibration_samples": int(len(representative)) if RECIPES[name].calibrated else 0,
         "inference_output_type": converter.inference_output_type.name if RECIPES[name].calibrated else "float32",

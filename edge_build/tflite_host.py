@@ -96,6 +96,14 @@ def recipe_converter(model, name: str, profile: TargetProfile, representative: n
     return converter
 
 
+def converter_settings(converter) -> dict:
+    """What a conversion record says of a converter: its optimizations and op sets, by name."""
+    return {
+        "optimizations": [str(o).split(".")[-1] for o in converter.optimizations],
+        "supported_ops": [str(op).split(".")[-1] for op in converter.target_spec.supported_ops],
+    }
+
+
 def run_tflite(content: bytes, ids: np.ndarray) -> np.ndarray:
     """Float logits of the model for ``ids`` on TensorFlow's own interpreter (int8 outputs dequantized)."""
     import tensorflow as tf

@@ -40,7 +40,7 @@ from edge_build.board import EXIT_RUNTIME_MISSING
 from edge_build.board.parity import pack_texts
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
-from edge_build.isolated import run_isolated
+from edge_build.isolated import failure_line, run_isolated
 from edge_build.layout import Target
 from edge_build.plots import latency_series, plot_latency
 from edge_build.records import read_json, read_labels, read_rows
@@ -124,7 +124,7 @@ def run_in_environment(model: Path, spec: RuntimeSpec, golden: Path, profile: Ta
     if abnormal:
         return {"status": abnormal}
     if done.returncode != 0:
-        reason = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1].removeprefix("error: ")
+        reason = failure_line(done)
         return {"status": ("missing: " if done.returncode == EXIT_RUNTIME_MISSING else "failed: ") + reason}
     return {"status": "ok", **json.loads(out.read_text(encoding="utf-8")), "logits": np.load(outputs)}
 

@@ -45,11 +45,11 @@ import numpy as np
 from edge_build import cli, parity
 from edge_build.artifacts import ARTIFACTS
 from edge_build.atomic import atomic_outputs
-from edge_build.board.parity import pack_texts
+from edge_build.board.parity import DERIVED, pack_texts
 from edge_build.board.runtime import RUNTIME_VERSIONS
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
-from edge_build.isolated import run_isolated
+from edge_build.isolated import failure_line, run_isolated
 from edge_build.model_source import check_weights_loaded, load_trained_model, trained_hyperparameters
 from edge_build.provenance import package_versions
 from edge_build.quantization_ladder import Verdict, attempt_table, climb, quantization_errors
@@ -58,7 +58,7 @@ from edge_build.runtime_envs import environment_in_use, launcher, unavailable
 from edge_build.stacks import RuntimeSpec
 from edge_build.stage_files import add_files, parsed
 from edge_build.text_model import STEPS, calibrated_ranges, converter_for, ops_named_in, quantize_with_ranges, text_functions
-from edge_build.tflite_host import make_converter, quiet_tensorflow_lite, run_tflite
+from edge_build.tflite_host import converter_settings, make_converter, quiet_tensorflow_lite, run_tflite
 from edge_build.tfrecord import read_split
 
 PREFLIGHT_TIMEOUT_S = 120
@@ -253,8 +253,7 @@ def convert_float_model(model, precision: str, profile: TargetProfile) -> Conver
         content = converter.convert()
     settings = {
         "seconds": round(time.perf_counter() - started, 3),
-        "optimizations": [str(o).split(".")[-1] for o in converter.optimizations],
-        "supported_ops": [str(op).split(".")[-1] for op in converter.target_spec.supported_ops],
+        **converter_settings(converter),
         **({"supported_types": [t.name for t in converter.target_spec.supported_types]} if converter.target_spec.supported_types else {}),
     }
     return Converted(content, settings, {})
@@ -273,8 +272,7 @@ def validation_on_runtime(model_path: Path, runtime: str, environment: dict, gol
     if abnormal:
         return None, abnormal
     if done.returncode != 0:
-        error = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1].removeprefix("error: ")
-        return None, error.replace(f"{model_path}: ", "")
+        return None, failure_line(done).replace(f"{model_path}: ", "")
     return json.loads(out.read_text(encoding="utf-8")), None
 
 
@@ -291,7 +289,7 @@ def gate_figures(figures: dict) -> dict:
     return {
         "examples": figures["examples"],
         "top1_agreement": figures["top1_agreement"],
-        "accuracy_drop": figures["reference_accuracy"] - figures["accuracy"],
+        "accuracy_drop": DERIVED["accuracy_drop"](figures),
     }
 
 
