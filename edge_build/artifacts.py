@@ -42,13 +42,15 @@ class Artifact:
         ``export`` (the export stage, another flavour of SavedModel) or ``tflite`` (the tflite stage).
       on_runtimes: checked on the profile's TF Lite runtimes and shipped in the bundle.
       precision: of the weights: ``fp32``, ``fp16`` or ``int8``.
-      inputs: ``text`` (the tokenizer is inside) or ``ids`` (int32 token ids).
+      inputs: ``text`` (the tokenizer is inside), ``ids`` (int32 token ids) or ``tasks`` (BERT-style ids, mask and
+        segment ids, which a MediaPipe Tasks library fills from raw text with the tokenizer in the model's metadata).
       parity: the checks against the reference that gate it, on the build and on the board.
       latency_key: its p50 budget in the profile's ``[latency]`` (TF Lite artifacts).
       jit_compile: a SavedModel whose ids -> logits function XLA compiles.
       calibrated: converted with the representative set (needs the calibrate stage).
       settings: the profile keys (``table.key``, or a whole ``table``) it reads beyond its
         parity tolerances and latency budget; ``settings_taken`` adds those two.
+      outputs: ``logits``, or ``scores`` (softmax, as MediaPipe reports them): a logit error says nothing of scores.
     """
 
     path: str
@@ -57,12 +59,26 @@ class Artifact:
     made_by: Literal["reference", "export", "tflite"]
     on_runtimes: bool
     precision: Literal["fp32", "fp16", "int8"]
-    inputs: Literal["text", "ids"]
+    inputs: Literal["text", "ids", "tasks"]
     parity: tuple[Check, ...] = ()
     latency_key: str | None = None
     jit_compile: bool = False
     calibrated: bool = False
     settings: tuple[str, ...] = ()
+    outputs: Literal["logits", "scores"] = "logits"
+
+
+#: What an artifact takes in, by its row's ``inputs``, in words that follow "it": for refusals and the report.
+INPUT_WORDS = {
+    "ids": "takes token ids",
+    "text": "takes raw text through tensorflow-text's custom ops and Flex ops",
+    "tasks": "is for MediaPipe Tasks (its tokenizer and labels are in the model's metadata)",
+}
+
+
+def logit_error(name: str, value: float, spec: str = ".3g") -> str:
+    """Artifact ``name``'s max or mean |Δlogit| against the reference, as the report and the console lines show it."""
+    return "n/a (scores)" if ARTIFACTS[name].outputs == "scores" else format(value, spec)
 
 
 def logit_settings(prefix: str) -> tuple[str, str]:
@@ -151,6 +167,21 @@ ARTIFACTS: Mapping[str, Artifact] = types.MappingProxyType(
             latency_key="text_int8_p50_ms",
             calibrated=True,
             settings=TFLITE_SETTINGS,
+        ),
+        "tflite_tasks_int8": Artifact(
+            "model_tasks_int8.tflite",
+            "TF Lite for MediaPipe Tasks' TextClassifier: BERT-style inputs, BertTokenizer and labels in its metadata, "
+            "full-integer INT8 calibrated as tflite_int8, softmax scores out",
+            "tflite",
+            "tflite",
+            True,
+            "int8",
+            "tasks",
+            parity=INT8_PARITY,
+            latency_key="tasks_int8_p50_ms",
+            calibrated=True,
+            settings=TFLITE_SETTINGS,  # its scores stay float32: MediaPipe refuses an int8 output
+            outputs="scores",
         ),
     }
 )

@@ -17,6 +17,7 @@ import json
 import re
 
 from edge_build.board.runtime import DEFAULT_VERSIONS, RUNTIMES, Runtime
+from edge_build.platforms import host_arch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,8 +117,16 @@ class EnvironmentSpec:
         # Hashed only where there are some, so that the environments of runtimes without any keep their keys.
         if companions:
             content["companions"] = companions
+        # The same for the Debian packages a runtime's wheels need in a sysroot.
+        if self.debian_packages:
+            content["debian_packages"] = list(self.debian_packages)
         digest = hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:10]
         return f"{self.arch}-{self.stack.release}-py{self.stack.python}-{digest}"
+
+    @property
+    def debian_packages(self) -> tuple[str, ...]:
+        """The Debian packages the runtimes' wheels need beside the release's CPython (``Runtime.debian_packages``), sorted."""
+        return tuple(sorted({package for r in self.runtimes for package in r.row.debian_packages}))
 
     def arguments(self) -> list[str]:
         """The runtime_env stage's command line for this spec."""
@@ -160,3 +169,9 @@ class EnvironmentSpec:
             if self.companions(required):
                 record[key] = self.companions(required)
         return record
+
+
+def writer_environment() -> EnvironmentSpec:
+    """The environment the tflite stage writes model metadata in: MediaPipe 0.10.21, the last release whose Python
+    metadata writer imports, on this machine's architecture (``edge_build.model_metadata``)."""
+    return EnvironmentSpec(host_arch(), Stack("bookworm", "3.11", "1.26.4"), (RuntimeSpec("mediapipe", "0.10.21"),))

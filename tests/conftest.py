@@ -415,14 +415,27 @@ def host_runtime_env(runtime_envs: Path) -> Path:
     return provisioned(runtime_envs, write_profile(runtime_envs.parent / "host-profile", "tiny", TINY_PROFILE))
 
 
+@pytest.fixture(scope="session")
+def writer_env(runtime_envs: Path) -> Path:
+    """``env.json`` of the metadata writer's environment (MediaPipe 0.10.21), provisioned once."""
+    from edge_build.stacks import writer_environment
+
+    return provisioned_spec(runtime_envs, writer_environment())
+
+
 def provisioned(runtime_envs: Path, profile_path: Path) -> Path:
     """``env.json`` of the profile's runtime environment, provisioned once per session."""
     from edge_build.config.profile import read_profile
+
+    return provisioned_spec(runtime_envs, read_profile(profile_path).runtime_environment())
+
+
+def provisioned_spec(runtime_envs: Path, spec) -> Path:
+    """``env.json`` of the environment ``spec`` describes, provisioned once per session."""
     from edge_build.layout import Layout
     from edge_build.stages.runtime_env import provision
 
     layout = Layout(runtime_envs.parent, runtime_envs)
-    spec = read_profile(profile_path).runtime_environment()
     env_json = layout.runtime_env(spec.key())
     if not env_json.is_file():
         provision(spec, env_json, layout.apt)
@@ -469,7 +482,9 @@ def gateway_artifacts(tiny_artifacts, gateway_runtime_env) -> dict[str, Path]:
     target = layout.target("tiny-gateway")
     for name in profile.runtime_artifacts:
         paths[name] = target.artifact(name)
-        tflite.convert(name, conversion_inputs(tiny_artifacts), profile, target.converted_files(name), gateway_runtime_env)
+        tflite.convert(
+            name, conversion_inputs(tiny_artifacts), profile, target.converted_files(name), gateway_runtime_env, tiny_artifacts["writer_env"]
+        )
     paths["target"], paths["runtime_env"] = target.dir, gateway_runtime_env
     test = runtime_check.TestSplit.read(files.split("test"), layout.token_ids("test"), layout.reference_logits, files.labels)
     runtime_check.runtime_checks(profile, test, target, gateway_runtime_env)
@@ -477,7 +492,7 @@ def gateway_artifacts(tiny_artifacts, gateway_runtime_env) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
-def tiny_artifacts(tiny_build, host_runtime_env) -> dict[str, Path]:
+def tiny_artifacts(tiny_build, host_runtime_env, writer_env) -> dict[str, Path]:
     """The tiny model compiled for ``TINY_PROFILE``: calibration set, the TF Lite models, XLA SavedModel, runtime and XLA checks."""
     from edge_build.config.profile import load_profile
     from edge_build.stages import calibrate, export, runtime_check, tflite, xla_check
@@ -500,7 +515,7 @@ def tiny_artifacts(tiny_build, host_runtime_env) -> dict[str, Path]:
     target = layout.target("tiny")
     for name in profile.runtime_artifacts:
         paths[name] = target.artifact(name)
-        tflite.convert(name, inputs, profile, target.converted_files(name), host_runtime_env)
+        tflite.convert(name, inputs, profile, target.converted_files(name), host_runtime_env, writer_env)
     paths["saved_model_xla"] = export.export(
         files.split("val"),
         files.labels,
@@ -515,7 +530,7 @@ def tiny_artifacts(tiny_build, host_runtime_env) -> dict[str, Path]:
     # As SCons does: the target's saved_model_cpu is a copy of the reference export.
     shutil.copytree(tiny_build["saved_model"], target.artifact("saved_model_cpu"))
     paths["target"] = target.dir
-    paths["runtime_env"] = host_runtime_env
+    paths["runtime_env"], paths["writer_env"] = host_runtime_env, writer_env
     test = runtime_check.TestSplit.read(files.split("test"), layout.token_ids("test"), layout.reference_logits, files.labels)
     runtime_check.runtime_checks(profile, test, target, host_runtime_env)
     paths["xla_checks"] = target.xla_checks

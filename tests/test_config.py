@@ -28,15 +28,22 @@ def test_shipped_profiles_and_hyperparameters_are_valid():
 def test_the_shipped_profiles():
     assert profile_names(REPO / "targets") == ["arm64", "arm64-trixie", "gateway", "gpu", "host"]
     host, arm64, trixie, gpu = (load_profile(REPO / "targets", name) for name in ("host", "arm64", "arm64-trixie", "gpu"))
-    assert host.arch == "x86_64" and set(host.artifacts) == {"saved_model_cpu", "tflite_fp32", "tflite_fp16", "tflite_int8"}
+    assert host.arch == "x86_64" and set(host.artifacts) == {"saved_model_cpu", "tflite_fp32", "tflite_fp16", "tflite_int8", "tflite_tasks_int8"}
     # Float logit errors are scaled by the reference's logits (board.parity): no absolute bound is set.
     assert host.tolerances.fp16_max_abs_logit is None and host.tolerances.fp16_logit_rtol == 2**-10 and host.latency.fp16_p50_ms == 1.0
-    assert arm64.arch == "aarch64" and set(arm64.artifacts) == {"tflite_fp32", "tflite_int8"}
+    assert arm64.arch == "aarch64" and set(arm64.artifacts) == {"tflite_fp32", "tflite_int8", "tflite_tasks_int8"}
     assert trixie.arch == "aarch64" and set(trixie.artifacts) == {"tflite_fp32", "tflite_int8"}
     assert set(gpu.artifacts) == {"saved_model_cpu", "saved_model_xla"} and gpu.runtimes == ()
-    for profile in (host, arm64):
-        assert [(r.name, r.required) for r in profile.runtimes] == [("tflite-runtime", True), ("ai-edge-litert", False)]
+    for profile, mediapipe_required in ((host, True), (arm64, False)):
+        assert [(r.name, r.required) for r in profile.runtimes] == [
+            ("tflite-runtime", True),
+            ("ai-edge-litert", False),
+            ("mediapipe", mediapipe_required),
+        ]
         assert not profile.per_channel_dense
+        # MediaPipe runs only the Tasks-ready model, and only MediaPipe runs it.
+        assert [r.name for r in profile.runtimes_for("tflite_tasks_int8")] == ["mediapipe"]
+        assert "mediapipe" not in [r.name for r in profile.runtimes_for("tflite_int8")]
     # On trixie tflite-runtime cannot install: ai-edge-litert gates, and the INT8 model may use per-channel dense layers.
     assert [(r.name, r.required) for r in trixie.runtimes] == [("ai-edge-litert", True), ("tflite-runtime", False)]
     assert trixie.per_channel_dense
@@ -62,7 +69,7 @@ TFLITE = 'description = "x"\narch = "x86_64"\nartifacts = ["tflite_int8"]\n[[run
         (BASE.replace("x86_64", "riscv"), "key 'arch' is 'riscv' (allowed: x86_64, aarch64)"),
         (
             BASE.replace("saved_model_cpu", "onnx"),
-            "unknown artifact 'onnx' (allowed: saved_model_cpu, saved_model_xla, tflite_fp32, tflite_fp16, tflite_int8, tflite_text_int8)",
+            "unknown artifact 'onnx' (allowed: saved_model_cpu, saved_model_xla, tflite_fp32, tflite_fp16, tflite_int8, tflite_text_int8, tflite_tasks_int8)",
         ),
         (BASE.replace('["saved_model_cpu"]', "[]"), "key 'artifacts': must name at least one"),
         (BASE.replace('["saved_model_cpu"]', '"saved_model_cpu"'), "key 'artifacts' must be a list of str"),
@@ -72,7 +79,7 @@ TFLITE = 'description = "x"\narch = "x86_64"\nartifacts = ["tflite_int8"]\n[[run
         ('name = "other"\n' + BASE, "key 'name' is not allowed here"),
         (
             TFLITE.replace("tflite-runtime", "onnxruntime"),
-            "key 'runtimes.name': unknown runtime 'onnxruntime' (allowed: tflite-runtime, ai-edge-litert, tensorflow-cpu)",
+            "key 'runtimes.name': unknown runtime 'onnxruntime' (allowed: tflite-runtime, ai-edge-litert, tensorflow-cpu, mediapipe)",
         ),
         (TFLITE + "flex_delegate = true\n", "unknown key 'runtimes.flex_delegate' (allowed: name, version, required)"),
         (TFLITE + '[[runtimes]]\nname = "tflite-runtime"\n', "key 'runtimes': lists a runtime twice"),
@@ -128,9 +135,13 @@ TFLITE = 'description = "x"\narch = "x86_64"\nartifacts = ["tflite_int8"]\n[[run
         ),
         (
             BASE + '[stack]\nrelease = "bookworm"\n',
-            "key 'stack.release': read only by tflite_fp32, tflite_fp16, tflite_int8, tflite_text_int8, which artifacts does not list (allowed: remove the key, or list one of them)",
+            "key 'stack.release': read only by tflite_fp32, tflite_fp16, tflite_int8, tflite_text_int8, tflite_tasks_int8, "
+            "which artifacts does not list (allowed: remove the key, or list one of them)",
         ),
-        (BASE + "[checks]\nruns = 5\n", "key 'checks.runs': read only by tflite_fp32, tflite_fp16, tflite_int8, tflite_text_int8, which"),
+        (
+            BASE + "[checks]\nruns = 5\n",
+            "key 'checks.runs': read only by tflite_fp32, tflite_fp16, tflite_int8, tflite_text_int8, tflite_tasks_int8, which",
+        ),
     ],
 )
 def test_bad_profiles_fail_with_file_key_and_choices(tmp_path: Path, text: str, message: str):
@@ -262,7 +273,7 @@ def test_a_conversion_depends_on_the_keys_its_artifact_reads_not_on_whole_tables
         "recipes": dataclasses.replace(base, quantization=dataclasses.replace(base.quantization, recipes=("dynamic_range",))),
         "int8 tolerance": dataclasses.replace(base, tolerances=dataclasses.replace(base.tolerances, int8_min_top1_agreement=0.95)),
         "fp32 tolerance": dataclasses.replace(base, tolerances=dataclasses.replace(base.tolerances, fp32_logit_rtol=1e-3)),
-        "runtimes": dataclasses.replace(base, runtimes=base.runtimes[:1]),
+        "runtimes": dataclasses.replace(base, runtimes=(base.runtimes[0], base.runtimes[2])),
     }
 
     def reruns(artifact: str) -> list[str]:
@@ -273,5 +284,6 @@ def test_a_conversion_depends_on_the_keys_its_artifact_reads_not_on_whole_tables
     assert reruns("tflite_int8") == ["recipes", "int8 tolerance", "runtimes"]
     assert reruns("tflite_fp32") == ["fp32 tolerance", "runtimes"]
     assert reruns("tflite_fp16") == ["runtimes"]
+    assert reruns("tflite_tasks_int8") == ["int8 tolerance", "runtimes"]
     # Without an artifact, a section is whole.
     assert base.sections("tolerances") != changed["int8 tolerance"].sections("tolerances")

@@ -169,7 +169,7 @@ def weights_changed(tiny_build, out: Path, change) -> Path:
     return out
 
 
-def test_a_large_logit_model_passes_its_scaled_bound_and_a_perturbed_export_fails(tiny_build, host_runtime_env, tmp_path: Path, capsys):
+def test_a_large_logit_model_passes_its_scaled_bound_and_a_perturbed_export_fails(tiny_build, host_runtime_env, writer_env, tmp_path: Path, capsys):
     from conftest import conversion_inputs, write_profile
 
     from edge_build.stages import runtime_check, tflite
@@ -188,6 +188,7 @@ def test_a_large_logit_model_passes_its_scaled_bound_and_a_perturbed_export_fail
         profile,
         Target(large, "fp16").converted_files("tflite_fp16"),
         host_runtime_env,
+        writer_env,
     )
     figures = record["validation_parity"]
     (gate,) = record["validation_gates"]
@@ -208,6 +209,7 @@ def test_a_large_logit_model_passes_its_scaled_bound_and_a_perturbed_export_fail
         profile,
         target.converted_files("tflite_fp16"),
         host_runtime_env,
+        writer_env,
     )
     layout = tiny_build["layout"]
     test = runtime_check.TestSplit.read(layout.data.split("test"), layout.token_ids("test"), layout.reference_logits, layout.data.labels)

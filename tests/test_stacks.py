@@ -144,9 +144,13 @@ def test_the_facts_are_those_of_the_version_the_profile_pins(monkeypatch, tmp_pa
 
 def test_the_shipped_profiles_name_their_stacks():
     host, arm64, trixie = (load_profile(REPO / "targets", name) for name in ("host", "arm64", "arm64-trixie"))
-    for profile in (host, arm64):
+    for profile, mediapipe_required in ((host, True), (arm64, False)):
         assert profile.stack == BoardStack("bookworm", "3.11", "1.26.4")
-        assert [(r.name, r.version, r.required) for r in profile.runtimes] == [("tflite-runtime", "2.14.0", True), ("ai-edge-litert", "2.3.0", False)]
+        assert [(r.name, r.version, r.required) for r in profile.runtimes] == [
+            ("tflite-runtime", "2.14.0", True),
+            ("ai-edge-litert", "2.3.0", False),
+            ("mediapipe", "1.2.2", mediapipe_required),
+        ]
         assert not profile.per_channel_dense
     assert trixie.arch == "aarch64" and set(trixie.artifacts) == {"tflite_int8", "tflite_fp32"}
     assert trixie.stack == BoardStack("trixie", "3.13", "2.2.6")
@@ -190,7 +194,11 @@ HOST_SPEC = EnvironmentSpec(
 def test_the_environment_key_is_stable_and_names_the_stack():
     key = HOST_SPEC.key()
     assert key.startswith("x86_64-bookworm-py3.11-") and len(key.rsplit("-", 1)[1]) == 10
-    assert key == HOST_SPEC.key() == load_profile(REPO / "targets", "host").runtime_environment().key()
+    assert key == HOST_SPEC.key()
+    host = load_profile(REPO / "targets", "host")
+    assert host.runtime_environment() == EnvironmentSpec(
+        HOST_SPEC.arch, HOST_SPEC.stack, (*HOST_SPEC.runtimes, RuntimeSpec("mediapipe", "1.2.2", True))
+    )
     # arm64 has the host's stack and runtimes on another architecture: an environment of its own.
     assert load_profile(REPO / "targets", "arm64").runtime_environment().key().startswith("aarch64-bookworm-py3.11-")
     # The same in another process, whatever its string hashing: SConstruct and the tests name one folder alike.

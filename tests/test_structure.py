@@ -46,6 +46,7 @@ def test_sconstruct_imports_only_the_layout_the_configuration_and_the_scons_help
         "edge_build.provenance",
         "edge_build.runtime_envs",
         "edge_build.scons_support",
+        "edge_build.stacks",
         "edge_build.stage_files",
     }
     heavy = "sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'tensorflow') or m.startswith('edge_build.stages'))"

@@ -77,7 +77,7 @@ def test_a_tokenizer_setting_that_differs_from_training_is_refused(gateway_artif
         StageError,
         match=r"does not give the training tokenizer's ids: \d+ of \d+ validation texts .* the first is validation example \d+: token 0 is",
     ):
-        tflite.convert("tflite_text_int8", inputs, profile, outputs, gateway_artifacts["runtime_env"])
+        tflite.convert("tflite_text_int8", inputs, profile, outputs, gateway_artifacts["runtime_env"], gateway_artifacts["writer_env"])
     assert not out.exists() or not any(out.iterdir())
 
 
@@ -86,7 +86,14 @@ def test_without_the_select_tf_ops_fallback_the_raw_text_model_is_refused(gatewa
     out = tmp_path / "out"
     outputs = Target(out, "tiny-gateway").converted_files("tflite_text_int8")
     with pytest.raises(StageError, match="unresolved custom op: RaggedRange.*the SELECT_TF_OPS fallback is off"):
-        tflite.convert("tflite_text_int8", conversion_inputs(gateway_artifacts), read_profile(path), outputs, gateway_artifacts["runtime_env"])
+        tflite.convert(
+            "tflite_text_int8",
+            conversion_inputs(gateway_artifacts),
+            read_profile(path),
+            outputs,
+            gateway_artifacts["runtime_env"],
+            gateway_artifacts["writer_env"],
+        )
     assert not out.exists()
 
 

@@ -106,12 +106,23 @@ def test_only_tflite_artifacts_are_converted_and_int8_needs_the_representative_s
         StageError,
         match=r"^saved_model_cpu: not a TF Lite artifact \(the tflite stage makes tflite_fp32, tflite_fp16, tflite_int8, tflite_text_int8\)$",
     ):
-        tflite.convert("saved_model_cpu", conversion_inputs(tiny_artifacts), profile, outputs, tiny_artifacts["runtime_env"])
+        tflite.convert(
+            "saved_model_cpu", conversion_inputs(tiny_artifacts), profile, outputs, tiny_artifacts["runtime_env"], tiny_artifacts["writer_env"]
+        )
     with pytest.raises(StageError, match=r"^tflite_int8 needs the calibration stage's representative\.npy \(--representative\)$"):
-        tflite.convert("tflite_int8", conversion_inputs(tiny_artifacts, representative=None), profile, outputs, tiny_artifacts["runtime_env"])
+        tflite.convert(
+            "tflite_int8",
+            conversion_inputs(tiny_artifacts, representative=None),
+            profile,
+            outputs,
+            tiny_artifacts["runtime_env"],
+            tiny_artifacts["writer_env"],
+        )
     assert not (tmp_path / "out").exists()
     parser = tflite.build_parser()
-    assert [a.choices for a in parser._actions if a.dest == "artifact"] == [["tflite_fp32", "tflite_fp16", "tflite_int8", "tflite_text_int8"]]
+    assert [a.choices for a in parser._actions if a.dest == "artifact"] == [
+        ["tflite_fp32", "tflite_fp16", "tflite_int8", "tflite_text_int8", "tflite_tasks_int8"]
+    ]
 
 
 def test_float32_tensors_are_listed_for_the_float_model(tiny_artifacts):
@@ -150,7 +161,14 @@ def convert_for(
     write_profile(tmp_path / "targets", "trial", profile_text)
     outputs = outputs_in(tmp_path / "out", f"model_{precision}.tflite")
     inputs = conversion_inputs(tiny_artifacts, **({"model_source": model_source} if model_source else {}))
-    tflite.convert(f"tflite_{precision}", inputs, load_profile(tmp_path / "targets", "trial"), outputs, runtime_env or tiny_artifacts["runtime_env"])
+    tflite.convert(
+        f"tflite_{precision}",
+        inputs,
+        load_profile(tmp_path / "targets", "trial"),
+        outputs,
+        runtime_env or tiny_artifacts["runtime_env"],
+        tiny_artifacts["writer_env"],
+    )
     return outputs["model"]
 
 

@@ -16,7 +16,7 @@ HOST_CHECKS = HOST_RECORDS / "runtime_checks.json"
 
 def test_a_host_builds_record_reads_and_walks_in_the_order_the_checks_ran():
     checks = RuntimeChecks.read(HOST_CHECKS)
-    assert checks.artifacts == ["tflite_fp32", "tflite_fp16", "tflite_int8"]
+    assert checks.artifacts == ["tflite_fp32", "tflite_fp16", "tflite_int8", "tflite_tasks_int8"]
     assert [(o.artifact, o.runtime) for o in checks.ran()][:2] == [("tflite_fp32", "tflite-runtime"), ("tflite_fp32", "ai-edge-litert")]
     assert checks.outcome("tflite_int8", "tflite-runtime").ran and checks.outcome("tflite_int8", "nope") is None
     assert checks.installed("tflite-runtime")["version"] == "2.14.0"
@@ -43,7 +43,13 @@ def test_what_is_not_a_runtime_checks_record_is_refused_in_one_line(tmp_path: Pa
 
 def test_a_host_builds_evaluation_reads_with_every_artifact():
     evaluation = Evaluation.read(HOST_RECORDS / "eval.json")
-    assert evaluation.target == "host" and list(evaluation.artifacts) == ["saved_model_cpu", "tflite_fp32", "tflite_fp16", "tflite_int8"]
+    assert evaluation.target == "host" and list(evaluation.artifacts) == [
+        "saved_model_cpu",
+        "tflite_fp32",
+        "tflite_fp16",
+        "tflite_int8",
+        "tflite_tasks_int8",
+    ]
     assert evaluation.int8_vs_float["a"] == "tflite_int8" and len(evaluation.labels) == 5
     with pytest.raises(StageError, match=re.escape(f"{HOST_CHECKS}: not an evaluation record (KeyError: 'labels')")):
         Evaluation.read(HOST_CHECKS)

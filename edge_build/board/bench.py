@@ -27,7 +27,7 @@ import numpy as np
 
 from . import EXIT_MODEL_FAILED, EXIT_RUNTIME_MISSING, EXIT_USAGE, fail
 from .parity import compare, load_golden, unpack_texts
-from .runtime import INTERPRETER_MODULES, RuntimeMissing, make_interpreter, runtime_version
+from .runtime import INTERPRETER_MODULES, RuntimeMissing, installed_row, make_interpreter, runtime_version
 
 
 def dequantized(interpreter, detail) -> np.ndarray:
@@ -43,6 +43,9 @@ class Model:
 
     A raw-text model also outputs the token ids its tokenizer made (int32), kept as ``token_ids``.
     """
+
+    #: What ``run`` gives: logits (a Tasks library's model gives scores: ``tasks.TextClassifierModel``).
+    outputs_scores = False
 
     def __init__(self, runtime: str, path: str, threads: int, batch: int):
         started = time.perf_counter()
@@ -67,6 +70,19 @@ class Model:
     def last_token_ids(self) -> np.ndarray:
         """The ids the model's own tokenizer gave the last batch (raw-text models)."""
         return self.interpreter.get_tensor(self.token_ids["index"])
+
+    def close(self) -> None:
+        """Nothing to release: the interpreter goes with the object."""
+
+
+def open_model(runtime: str, path: str, threads: int, batch: int):
+    """``path`` in ``runtime``: an interpreter (``Model``), or a Tasks library's classifier where the runtime's row is one."""
+    row = installed_row(runtime)
+    if row is not None and row.tasks:
+        from .tasks import TextClassifierModel
+
+        return TextClassifierModel(runtime, path, threads, batch)
+    return Model(runtime, path, threads, batch)
 
 
 def model_inputs(model: Model, golden: dict) -> np.ndarray:
@@ -134,13 +150,16 @@ def run(args: argparse.Namespace) -> dict:
         "runs": args.runs,
     }
     golden = load_golden(args.golden) if args.golden else None
-    model = Model(args.runtime, args.model, args.threads, args.batch)
-    result["latency"] = benchmark(model, golden, args.warmup, args.runs)
-    if golden is not None and (args.parity or args.outputs):
-        logits = golden_outputs(model, golden)
-        if args.outputs:
-            np.save(args.outputs, logits)
-        result["parity"] = compare(golden["reference_logits"], logits, golden["labels"])
+    model = open_model(args.runtime, args.model, args.threads, args.batch)
+    try:
+        result["latency"] = benchmark(model, golden, args.warmup, args.runs)
+        if golden is not None and (args.parity or args.outputs):
+            logits = golden_outputs(model, golden)
+            if args.outputs:
+                np.save(args.outputs, logits)
+            result["parity"] = compare(golden["reference_logits"], logits, golden["labels"])
+    finally:
+        model.close()
     result["peak_rss_mb"] = peak_rss_mb()
     return result
 

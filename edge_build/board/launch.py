@@ -15,6 +15,7 @@ import os
 import sys
 import tarfile
 import tempfile
+import zipfile
 
 import numpy as np
 
@@ -128,9 +129,18 @@ def text_encoder(model, folder: str, manifest: dict):
     return lambda text: tokenizer.encode([text], manifest["tokenizer"]["sequence_length"])
 
 
+def model_labels(path: str, manifest: dict) -> list[str]:
+    """The class names the model's own metadata packs (``labels.txt`` in the zip after its graph), else the manifest's."""
+    try:
+        with zipfile.ZipFile(path) as packed:
+            return packed.read("labels.txt").decode("utf-8").splitlines()
+    except (zipfile.BadZipFile, KeyError, UnicodeDecodeError):
+        return manifest["labels"]
+
+
 def classify_main(argv: list[str]) -> int:
     """``python3 classify.py "some text" [...]``: label and probabilities, from the raw-text model or the ids model after the pure-Python tokenizer."""
-    from .bench import Model
+    from .bench import open_model
     from .runtime import RuntimeMissing
 
     parser = argparse.ArgumentParser(prog="classify.py", description="Classify raw text on the board.")
@@ -145,19 +155,21 @@ def classify_main(argv: list[str]) -> int:
         texts = [line.rstrip("\n") for line in sys.stdin if line.strip()] if args.texts == ["-"] else args.texts
         model, runtime = with_defaults(manifest, args.model, args.runtime)
         path = model_path(manifest, folder, model)
-        model = Model(choose_runtime(manifest, artifact_of(manifest, folder, path), runtime, path), path, 1, 1)
+        model = open_model(choose_runtime(manifest, artifact_of(manifest, folder, path), runtime, path), path, 1, 1)
         encode = text_encoder(model, folder, manifest)
     except (BundleError, RuntimeMissing, RuntimeError, ValueError) as exc:
         return fail(exc, EXIT_USAGE)
-    labels = manifest["labels"]
+    labels = model_labels(path, manifest)
     for text in texts:
-        probabilities = softmax(model.run(encode(text)))[0]
+        outputs = model.run(encode(text))
+        probabilities = (outputs if model.outputs_scores else softmax(outputs))[0]
         best = int(np.argmax(probabilities))
         if args.json:
             print(json.dumps({"text": text, "label": labels[best], "probabilities": dict(zip(labels, map(float, probabilities)))}))
         else:
             ranked = ", ".join(f"{labels[i]} {probabilities[i]:.3f}" for i in np.argsort(-probabilities))
             print(f"{labels[best]}\t({ranked})")
+    model.close()
     return 0
 
 

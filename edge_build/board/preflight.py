@@ -4,7 +4,8 @@ Loads the model, allocates its tensors and invokes it once on an all-padding
 input, then prints one JSON object: the runtime and its version, the input and
 output tensors, and ``ok`` or the runtime's own error message (an unsupported
 operator version, a missing kernel, a Flex op without the delegate). A raw-text
-model gets a short sentence instead of padding. A crash
+model gets a short sentence instead of padding; on a Tasks library (MediaPipe),
+its classifier is created from the model and classifies that sentence. A crash
 kills this process with a signal; the caller reports that.
 """
 
@@ -16,7 +17,8 @@ import sys
 import numpy as np
 
 from . import EXIT_OUTSIDE_TOLERANCES, EXIT_USAGE
-from .runtime import RuntimeMissing, load_interpreter, runtime_version
+from .runtime import RuntimeMissing, installed_row, load_interpreter, runtime_version
+from .tasks import TextClassifierModel
 
 
 def describe(details: list[dict]) -> list[dict]:
@@ -39,6 +41,9 @@ def sample_input(tensor: dict) -> np.ndarray:
 
 def preflight(runtime: str, model_path: str) -> dict:
     result = {"runtime": runtime, "version": runtime_version(runtime), "model": model_path, "ok": False, "error": None}
+    row = installed_row(runtime)
+    if row is not None and row.tasks:
+        return {**result, **tasks_preflight(runtime, model_path)}
     try:
         interpreter = load_interpreter(runtime, model_path)
         inputs = interpreter.get_input_details()
@@ -52,6 +57,25 @@ def preflight(runtime: str, model_path: str) -> dict:
     except (RuntimeError, ValueError) as exc:
         result["error"] = " ".join(str(exc).split())
     return result
+
+
+def tasks_preflight(runtime: str, model_path: str) -> dict:
+    """A Tasks library's preflight: create its classifier from the model and classify one sentence."""
+    try:
+        model = TextClassifierModel(runtime, model_path, None, 1)
+        try:
+            scores = model.run(np.array([b"Preflight: does the model run?"], dtype=object))
+        finally:
+            model.close()
+    except RuntimeMissing as exc:
+        return {"error": f"not installed: {exc}"}
+    except (RuntimeError, ValueError) as exc:
+        return {"error": " ".join(str(exc).split())}
+    return {
+        "ok": True,
+        "inputs": [{"name": "text", "dtype": "str", "shape": [1]}],
+        "outputs": [{"name": "scores", "dtype": "float32", "shape": list(scores.shape)}],
+    }
 
 
 def main(argv: list[str]) -> int:

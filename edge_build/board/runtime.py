@@ -39,8 +39,12 @@ class Runtime:
       runner: which runner the runtime checks run in the runtime's environment for one model, by its name in
         ``edge_build.stages.runtime_check.RUNNERS``: a module that takes ``edge_build.board.bench``'s command
         line (``MODEL --runtime --golden --threads --batch --warmup --runs --out --outputs``) and writes its
-        result and logits. A TF Lite interpreter's is ``bench``; a runtime that is not one (a task library that
-        takes raw text) names its own, and the checks follow the row.
+        result and logits. A TF Lite interpreter's is ``bench``; a runtime that is not one names its own, and
+        the checks follow the row.
+      debian_packages: Debian packages of system libraries its wheels load that a minimal board OS lacks (``apt-get install``
+        them on the board); an environment with the release's own CPython gets them in its sysroot.
+      tasks: a MediaPipe Tasks library, not an interpreter: it takes raw text, tokenizes it with the tokenizer the
+        model's metadata describes, and runs only a Tasks-ready model (``inputs = "tasks"`` in the artifact table).
     """
 
     name: str
@@ -57,6 +61,16 @@ class Runtime:
     # A name, not the module: the build reruns a stage when a module its code names changes, and every stage
     # that reads a profile reads this table, while only the runtime checks run the runner.
     runner: str = "bench"
+    debian_packages: tuple[str, ...] = ()
+    tasks: bool = False
+
+    def runs(self, inputs: str) -> bool:
+        """Whether this runtime runs a model that takes ``inputs`` (an artifact row's ``inputs``)."""
+        if self.tasks:
+            return inputs == "tasks"
+        if inputs == "text":
+            return bool(self.text_ops) and self.has_flex_delegate
+        return inputs == "ids"
 
 
 #: One row per runtime version whose facts were checked; a profile names a runtime and one of these versions.
@@ -98,6 +112,35 @@ RUNTIME_VERSIONS = (
         quantized_xnnpack=True,
         companions=("tensorflow-text==2.15.0", "tensorflow-hub==0.15.0"),
         text_ops="tensorflow_text:tflite_registrar.SELECT_TFTEXT_OPS",
+    ),
+    # MediaPipe Tasks' TextClassifier over a BERT-style model with BertTokenizer and labels metadata: its C++ graph
+    # tokenizes the raw text. 0.10.21 is the last release whose Python metadata writer imports (1.2.x lacks
+    # mediapipe.tasks.cc): the build writes every model's metadata with it, in an environment of its own.
+    Runtime(
+        "mediapipe",
+        "0.10.21",
+        "mediapipe.tasks.python.text",
+        ("3.9", "3.10", "3.11", "3.12"),
+        numpy_below=2,
+        has_flex_delegate=False,
+        per_channel_dense=True,
+        quantized_xnnpack=True,
+        debian_packages=("libgl1", "libglib2.0-0"),
+        tasks=True,
+    ),
+    # One py3-none wheel per platform (a ctypes library), manylinux_2_28 for x86_64 and aarch64; numpy unpinned.
+    # Its opencv-contrib-python dependency loads libGL.so.1 and GLib on import, even for text.
+    Runtime(
+        "mediapipe",
+        "1.2.2",
+        "mediapipe.tasks.python.text",
+        ("3.9", "3.10", "3.11", "3.12", "3.13", "3.14"),
+        numpy_below=None,
+        has_flex_delegate=False,
+        per_channel_dense=True,
+        quantized_xnnpack=True,
+        debian_packages=("libgl1", "libglib2.0-0"),
+        tasks=True,
     ),
 )
 

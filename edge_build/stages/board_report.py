@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from edge_build import cli, recommend
-from edge_build.artifacts import ARTIFACTS
+from edge_build.artifacts import ARTIFACTS, logit_error
 from edge_build.atomic import atomic_output
 from edge_build.board.decision import golden_size_words
 from edge_build.config.boards import parse_board
@@ -93,7 +93,7 @@ def board_section(result: dict, local: RuntimeChecks, deploy: list[str]) -> list
                 f"{p['top1_agreement']:.4f} (≥ {r['bounds']['top1_agreement']:.4f})",
                 interval(p["accuracy"], bounds["accuracy"], ".4f"),
                 f"{p['reference_accuracy'] - p['accuracy']:+.4f} (≤ {r['bounds']['accuracy_drop']:+.4f})",
-                f"{p['max_abs_logit_error']:.3g}",
+                logit_error(outcome.artifact, p["max_abs_logit_error"]),
                 gate_cell(r, "parity"),
             ]
         )

@@ -94,7 +94,7 @@ Checked on the {stack} stack: {arch}, CPython {python}, numpy {numpy}, {runtimes
 The board needs exactly that, and no TensorFlow. Debian-based OSes keep pip out of
 the system Python, so install into a virtual environment:
 
-    python3 -m venv ~/edge-build && . ~/edge-build/bin/activate
+{system}    python3 -m venv ~/edge-build && . ~/edge-build/bin/activate
     python -m pip install {install}
 {optional}
 Benchmark the model the build recommends for the runtime (`default_models` in
@@ -122,7 +122,7 @@ Each model runs on the runtimes named with it below; the board needs one of them
 exactly that version. Debian-based OSes keep pip out of the system Python, so install
 into a virtual environment:
 
-    python3 -m venv ~/edge-build && . ~/edge-build/bin/activate
+{system}    python3 -m venv ~/edge-build && . ~/edge-build/bin/activate
 {installs}
 What each runtime costs on this stack, as the build's runtime checks measured it: its
 installed size, and the peak memory of `bench.py` running each model on the golden set
@@ -185,10 +185,19 @@ def text_models(profile: TargetProfile) -> tuple[str, ...]:
     return tuple(name for name in profile.runtime_artifacts if ARTIFACTS[name].inputs == "text")
 
 
+def text_in_models(profile: TargetProfile) -> tuple[str, ...]:
+    """The profile's models a runtime gives raw text: raw-text models, and Tasks-ready ones (MediaPipe tokenizes for them)."""
+    return tuple(name for name in profile.runtime_artifacts if ARTIFACTS[name].inputs in ("text", "tasks"))
+
+
 def default_artifact(profile: TargetProfile) -> str:
-    """What the board scripts run unless told otherwise: a raw-text model where there is one, else the smallest weights, INT8 where there is one."""
+    """What the board scripts run unless told otherwise: a raw-text model where there is one, else the smallest weights, INT8
+    where there is one; a Tasks-ready model only on a Tasks library, never by default."""
     order = ("int8", "fp16", "fp32")
-    return min(profile.runtime_artifacts, key=lambda name: (ARTIFACTS[name].inputs != "text", order.index(ARTIFACTS[name].precision)))
+    return min(
+        profile.runtime_artifacts,
+        key=lambda name: (ARTIFACTS[name].inputs != "text", ARTIFACTS[name].inputs == "tasks", order.index(ARTIFACTS[name].precision)),
+    )
 
 
 def default_models(profile: TargetProfile, recommended: dict) -> dict[str, str]:
@@ -198,7 +207,7 @@ def default_models(profile: TargetProfile, recommended: dict) -> dict[str, str]:
     runtimes, fallback = model_runtimes(profile), ARTIFACTS[default_artifact(profile)].path
     chosen = {}
     for runtime in dict.fromkeys(name for able in runtimes.values() for name in able):
-        text = [name for name in text_models(profile) if runtime in runtimes[name]]
+        text = [name for name in text_in_models(profile) if runtime in runtimes[name]]
         chosen[runtime] = ARTIFACTS[text[0]].path if text else recommended.get(runtime, {}).get("model", fallback)
     return chosen
 
@@ -227,11 +236,18 @@ def stack_fields(profile: TargetProfile, stack: dict) -> dict:
     }
 
 
+def system_packages(profile: TargetProfile) -> str:
+    """The README's apt line for the system libraries the runtimes' wheels load (``Runtime.debian_packages``), if any."""
+    packages = profile.runtime_environment().debian_packages
+    return f"    sudo apt-get install {' '.join(packages)}   # libraries the runtimes' wheels load\n" if packages else ""
+
+
 def board_readme(profile: TargetProfile) -> str:
     stack = profile.runtime_environment().record()
     optional = stack["optional_install"]
     return BOARD_README.format(
         **stack_fields(profile, stack),
+        system=system_packages(profile),
         install=" ".join(stack["install"]),
         optional=f"\nOptionally, to compare runtimes: `python -m pip install {' '.join(optional)}`\n" if optional else "",
     )
@@ -314,6 +330,7 @@ def text_board_readme(profile: TargetProfile, runtime_checks: Path) -> str:
     return TEXT_BOARD_README.format(
         **stack_fields(profile, stack),
         installs="".join(installs),
+        system=system_packages(profile),
         footprint=footprint_table(profile, stack, runtimes, runtime_checks),
         default_model=ARTIFACTS[default].path,
         defaults=", ".join(f"{ARTIFACTS[m].path} on {runtimes[m][0]}" for m in sorted(profile.runtime_artifacts, key=lambda m: m != default)),
@@ -334,8 +351,9 @@ def manifest(profile: TargetProfile, folder: Path, reference: Path, target: Targ
         "labels": meta["labels"],
         "tokenizer": {"lower_case": meta["lower_case"], "sequence_length": meta["sequence_length"], "vocab_sha256": meta["vocab_sha256"]},
         "models": {name: ARTIFACTS[name].path for name in profile.runtime_artifacts},
-        # Only a raw-text model leaves out runtimes (those without tensorflow-text's kernels and Flex); otherwise every runtime runs every model.
-        **({"model_runtimes": runtimes} if text_models(profile) else {}),
+        # Only a model that takes raw text leaves out runtimes (a raw-text model those without tensorflow-text's kernels and Flex,
+        # a Tasks-ready one all but MediaPipe, which runs nothing else); otherwise every runtime runs every model.
+        **({"model_runtimes": runtimes} if text_in_models(profile) else {}),
         "default_model": ARTIFACTS[default].path,
         "default_runtime": runtimes[default][0],
         "default_models": default_models(profile, record.get("recommended", {})),

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import statistics
 import sys
 from pathlib import Path
 
 from edge_build import cli, recommend, saved_model, xla
-from edge_build.artifacts import ARTIFACTS
+from edge_build.artifacts import ARTIFACTS, INPUT_WORDS, logit_error
 from edge_build.atomic import atomic_output
 from edge_build.board.decision import golden_size_words
 from edge_build.config.profile import TargetProfile, read_profile
@@ -76,8 +77,8 @@ def render_runtime_checks(summary: RuntimeChecks, profile: TargetProfile) -> lis
                 f"{outcome.runtime} {r['runtime_version']}",
                 r["machine"] + (" (emulated)" if r["emulated"] else ""),
                 f"{p['top1_agreement']:.4f}",
-                f"{p['max_abs_logit_error']:.3g}",
-                f"{p['mean_abs_logit_error']:.3g}",
+                logit_error(outcome.artifact, p["max_abs_logit_error"]),
+                logit_error(outcome.artifact, p["mean_abs_logit_error"]),
                 f"{p['accuracy']:.4f}",
                 f"{host['max_abs_logit_error']:.3g}",
                 "pass" + "".join(f"; *undecided*: {note}" for note in r["undecided"]["parity"]),
@@ -164,11 +165,7 @@ def render_narrowed_runtimes(profile: TargetProfile) -> list[str]:
         checked = [r.name for r in profile.runtimes_for(name)]
         if set(checked) != everywhere:
             skipped = ", ".join(sorted(everywhere - set(checked)))
-            lines += [
-                "",
-                f"{name} is checked only on {', '.join(checked)}: it takes raw text through tensorflow-text's custom ops and Flex ops, "
-                f"and {skipped} has neither their kernels nor the Flex delegate.",
-            ]
+            lines += ["", f"{name} is checked only on {', '.join(checked)}: it {INPUT_WORDS[ARTIFACTS[name].inputs]}, which {skipped} cannot run."]
     return lines
 
 
@@ -444,8 +441,8 @@ def render_artifacts(evaluation: Evaluation) -> list[str]:
                 interval(r),
                 f"{r['macro_f1']:.4f}",
                 f"{p['top1_agreement']:.4f}",
-                f"{p['max_abs_logit_error']:.3g}",
-                f"{p['mean_abs_logit_error']:.3g}",
+                logit_error(name, p["max_abs_logit_error"]),
+                logit_error(name, p["mean_abs_logit_error"]),
             ]
         )
     lines += table(["artifact", "size", "accuracy", "95% interval", "macro F1", "top-1 agreement", "max abs Δlogit", "mean abs Δlogit"], rows)
@@ -487,6 +484,39 @@ def render_conversion(tflite_reports: dict, profile: TargetProfile) -> list[str]
     for name, rep in tflite_reports.items():
         if ARTIFACTS[name].inputs == "text":
             lines += render_raw_text_model(name, rep, profile)
+    return lines
+
+
+def tensor_metadata(tensors: list[dict]) -> str:
+    """Tensors as the metadata names them, each with the files it carries: ``ids (vocab.txt VOCABULARY)``."""
+    return ", ".join(f"`{t['name']}`" + "".join(f" ({f['name']} {f['type']})" for f in t.get("associated_files", [])) for t in tensors)
+
+
+def render_metadata(tflite_reports: dict) -> list[str]:
+    """Each TF Lite model's metadata (MediaPipe's metadata displayer), summed up in a table, then whole as JSON."""
+    lines = ["", "## Model metadata", "", "What each `.tflite` says of itself, as MediaPipe's metadata displayer reads it:", ""]
+    rows = []
+    for name, rep in tflite_reports.items():
+        shown = rep["metadata"]
+        (subgraph,) = shown["subgraph_metadata"]
+        units = ", ".join(
+            f"{unit['options_type']} ({', '.join(f['name'] for f in unit['options'].get('vocab_file', []))})"
+            for unit in subgraph.get("input_process_units", [])
+        )
+        inputs, outputs = tensor_metadata(subgraph["input_tensor_metadata"]), tensor_metadata(subgraph["output_tensor_metadata"])
+        rows.append([name, shown["name"], shown["version"], inputs, outputs, units or "none", shown["min_parser_version"]])
+    lines += table(["artifact", "name", "version", "inputs", "outputs", "tokenizer", "min parser"], rows)
+    for name, rep in tflite_reports.items():
+        lines += [
+            "",
+            f"<details><summary>{name}: metadata JSON</summary>",
+            "",
+            "```json",
+            json.dumps(rep["metadata"], indent=2),
+            "```",
+            "",
+            "</details>",
+        ]
     return lines
 
 
@@ -593,6 +623,8 @@ def render_markdown(evaluation: Evaluation, profile: TargetProfile, context: Con
     lines += render_artifacts(evaluation) + render_quality(context.quality)
     if context.tflite_reports:
         lines += render_conversion(context.tflite_reports, profile)
+    if context.tflite_reports:
+        lines += render_metadata(context.tflite_reports)
     if context.xla_checks:
         lines += render_xla_checks(context.xla_checks)
     if context.runtime_checks:
@@ -622,7 +654,7 @@ def headline(evaluation: Evaluation, report_path: Path) -> str:
     for name, r in evaluation.artifacts.items():
         lines.append(
             f"   {name:<28} accuracy {r['accuracy']:.4f}  macro F1 {r['macro_f1']:.4f}  top-1 agreement {r['parity']['top1_agreement']:.4f}"
-            f"  max |Δlogit| {r['parity']['max_abs_logit_error']:.2g}  {r['size_bytes'] / 1e6:.2f} MB"
+            f"  max |Δlogit| {logit_error(name, r['parity']['max_abs_logit_error'], '.2g')}  {r['size_bytes'] / 1e6:.2f} MB"
         )
     lines.append(f"   report: {report_path}")
     return "\n".join(lines)

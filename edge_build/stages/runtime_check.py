@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from edge_build import cli, parity, recommend
-from edge_build.artifacts import ARTIFACTS
+from edge_build.artifacts import ARTIFACTS, logit_error
 from edge_build.atomic import atomic_outputs
 from edge_build.board import EXIT_RUNTIME_MISSING
 from edge_build.board.parity import pack_texts
@@ -167,7 +167,9 @@ def runtime_checks(profile: TargetProfile, test: TestSplit, target: Target, runt
 
 def checked_in(environment: dict, profile: TargetProfile, test: TestSplit, target: Target) -> dict:
     """The runtime checks, run in ``environment``: ``runtime_checks.json``'s record."""
-    golden = build_golden(test, profile.golden_examples(len(test.labels)), any(ARTIFACTS[a].inputs == "text" for a in profile.runtime_artifacts))
+    golden = build_golden(
+        test, profile.golden_examples(len(test.labels)), any(ARTIFACTS[a].inputs in ("text", "tasks") for a in profile.runtime_artifacts)
+    )
     files = target.runtime_check_files
     with atomic_outputs(*files.values()) as temporaries, tempfile.TemporaryDirectory() as scratch:
         written = dict(zip(files, temporaries))
@@ -209,7 +211,7 @@ def summary_lines(summary: dict) -> list[str]:
         p, latency = r["parity"], r["latency"]
         lines.append(
             f"runtime check: {artifact} on {runtime} {r['runtime_version']}: top-1 agreement {p['top1_agreement']:.4f}, "
-            f"max |Δlogit| {p['max_abs_logit_error']:.3g}, vs tf.lite {r['runtime_vs_tf_lite']['max_abs_logit_error']:.3g}; "
+            f"max |Δlogit| {logit_error(artifact, p['max_abs_logit_error'])}, vs tf.lite {r['runtime_vs_tf_lite']['max_abs_logit_error']:.3g}; "
             f"p50 {latency['p50_us']:.1f} µs, p99 {latency['p99_us']:.1f} µs, peak RSS {r['peak_rss_mb']:.0f} MB"
             + (f" on {r['machine']} (emulated: timings not representative)" if r["emulated"] else "")
             + "".join(f"; undecided: {note}" for note in r["undecided"]["parity"])

@@ -166,11 +166,13 @@ def unpack(debs: list[Path], sysroot: Path) -> None:
         run(["dpkg-deb", "-x", str(deb), str(sysroot)], f"dpkg-deb -x {deb.name}", "install dpkg")
 
 
-def debian_python(stack: Stack, arch: str, apt_dir: Path, sysroot: Path) -> str:
-    """Unpack the release's own CPython for ``arch`` into ``sysroot``; return its Debian package version."""
+def debian_python(stack: Stack, arch: str, apt_dir: Path, sysroot: Path, libraries: tuple[str, ...] = ()) -> str:
+    """Unpack the release's own CPython for ``arch`` into ``sysroot``, with the packages ``libraries`` that the runtimes' wheels
+    load; return its Debian package version."""
     apt = PrivateApt(apt_dir / f"{stack.release}-{DEBIAN_ARCH[arch]}", stack.release, DEBIAN_ARCH[arch])
     # libstdc++6 is on every board OS, and the runtimes' C++ extensions need it; Python itself does not depend on it.
-    debs = apt.fetch([f"python{stack.python}-minimal", f"libpython{stack.python}-stdlib", "libstdc++6"], sysroot.parent / "debs")
+    packages = [f"python{stack.python}-minimal", f"libpython{stack.python}-stdlib", "libstdc++6", *libraries]
+    debs = apt.fetch(packages, sysroot.parent / "debs")
     unpack(debs, sysroot)
     shutil.rmtree(sysroot.parent / "debs")
     # Debian 13 is merged-/usr: base-files (not a dependency of Python) links /lib and /lib64 into /usr, where the loader lies.
@@ -273,7 +275,7 @@ def provision(spec: EnvironmentSpec, env_json: Path, apt_dir: Path, machine_pyth
             pythonpath = []
             source = f"this machine's {machine}, in a virtual environment of its own"
         else:
-            package = debian_python(stack, spec.arch, apt_dir, staging / "sysroot")
+            package = debian_python(stack, spec.arch, apt_dir, staging / "sysroot", spec.debian_packages)
             site = staging / "site-packages"
 
             def install_one(requirements: list[str], no_deps: bool = False) -> None:

@@ -43,20 +43,22 @@ from pathlib import Path
 import numpy as np
 
 from edge_build import cli, parity
-from edge_build.artifacts import ARTIFACTS
+from edge_build.artifacts import ARTIFACTS, logit_error
 from edge_build.atomic import atomic_outputs
 from edge_build.board.parity import DERIVED, pack_texts
 from edge_build.board.runtime import RUNTIME_VERSIONS
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.errors import StageError
 from edge_build.isolated import failure_line, run_isolated
+from edge_build.model_metadata import metadata_spec
 from edge_build.model_source import check_weights_loaded, load_trained_model, trained_hyperparameters
-from edge_build.provenance import package_versions
+from edge_build.provenance import build_timestamp, git_revision, package_versions
 from edge_build.quantization_ladder import Verdict, attempt_table, climb, quantization_errors
 from edge_build.records import read_labels, read_rows
 from edge_build.runtime_envs import environment_in_use, launcher, unavailable
 from edge_build.stacks import RuntimeSpec
 from edge_build.stage_files import add_files, parsed
+from edge_build.tasks_model import TENSOR_NAMES, representative_dataset, run_tasks_tflite, tasks_model
 from edge_build.text_model import STEPS, calibrated_ranges, converter_for, ops_named_in, quantize_with_ranges, text_functions
 from edge_build.tflite_host import converter_settings, make_converter, quiet_tensorflow_lite, run_tflite
 from edge_build.tfrecord import read_split
@@ -64,6 +66,7 @@ from edge_build.tfrecord import read_split
 PREFLIGHT_TIMEOUT_S = 120
 TEXTS_TIMEOUT_S = 600
 VALIDATION_TIMEOUT_S = 600
+METADATA_TIMEOUT_S = 120
 
 
 @dataclasses.dataclass(frozen=True)
@@ -400,19 +403,82 @@ def convert_text_model(
     return Converted(content, settings, record, val_logits, test_logits)
 
 
-def convert(artifact: str, inputs: ConversionInputs, profile: TargetProfile, outputs: Mapping[str, Path], runtime_env: Path) -> dict:
+def convert_tasks_model(model, profile: TargetProfile, representative: np.ndarray, sequence_length: int) -> Converted:
+    """The Tasks-ready model (``tasks_model.py``), full INT8 calibrated on ``representative.npy`` in MediaPipe's layout."""
+    import tensorflow as tf
+
+    converter = make_converter(tasks_model(model, sequence_length), "int8", profile, None)
+    converter.representative_dataset = representative_dataset(representative)
+    converter.inference_output_type = tf.float32  # MediaPipe refuses an int8 output tensor
+    started = time.perf_counter()
+    with quiet_tensorflow_lite():
+        content = converter.convert()
+    settings = {"seconds": round(time.perf_counter() - started, 3), **converter_settings(converter)}
+    layout = {
+        "inputs": TENSOR_NAMES,
+        "layout": "MediaPipe feeds [CLS] s1 ... sn [SEP] 0 ...; [CLS] and [SEP] are not in the vocabulary and look up to 0, so the "
+        "model multiplies the ids by the mask and drops position 0: the classifier sees the tokenize stage's ids, at most "
+        f"{sequence_length - 2} WordPieces",
+        "output": "softmax scores (float32)",
+    }
+    return Converted(content, settings, {"tasks_model": layout})
+
+
+def metadata_names(content: bytes, kind: str) -> tuple[list[str], list[str]]:
+    """The names the metadata gives the model's inputs and outputs, in the model's order: a Tasks-ready model's inputs by their
+    tensor names (how MediaPipe's writer pairs them), an ids or raw-text model's by what they hold."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    if kind == "tasks":
+        return list(TENSOR_NAMES.values()), ["scores"]
+    (subgraph,) = schema.ModelT.InitFromPackedBuf(bytearray(content), 0).subgraphs
+    outputs = ["token_ids" if subgraph.tensors[i].type == schema.TensorType.INT32 else "logits" for i in subgraph.outputs]
+    return ["input_ids" if kind == "ids" else "text"], outputs
+
+
+def with_metadata(
+    content: bytes, artifact: str, profile: TargetProfile, vocab: Path, labels: list[str], writer_env: Path, where: str
+) -> tuple[bytes, dict]:
+    """The model with its TF Lite metadata (vocabulary, labels, name, version), written by MediaPipe's writer in its environment
+    (``edge_build.model_metadata``), and that metadata as MediaPipe's displayer shows it."""
+    row = ARTIFACTS[artifact]
+    inputs, outputs = metadata_names(content, row.inputs)
+    # The revision and time the manifest records: SConstruct pins the time to the last commit's, so two builds give the same bytes.
+    version = f"{git_revision() or 'no git revision'}, built {build_timestamp()}"
+    spec = metadata_spec(row.inputs, f"{artifact} ({profile.name})", row.description, version, vocab, labels, inputs, outputs)
+    with environment_in_use(writer_env) as environment, tempfile.TemporaryDirectory() as scratch:
+        reason = unavailable(environment, "mediapipe")
+        if reason:
+            raise StageError(f"{where}: MediaPipe's metadata writer cannot run: {reason}")
+        model_in, model_out, spec_file, shown = (Path(scratch) / name for name in ("in.tflite", "out.tflite", "spec.json", "metadata.json"))
+        model_in.write_bytes(content)
+        spec_file.write_text(json.dumps(spec), encoding="utf-8")
+        python, variables = launcher(environment)
+        command = [*python, "-m", "edge_build.model_metadata", str(model_in), str(model_out), str(spec_file), str(shown)]
+        done, abnormal = run_isolated(command, METADATA_TIMEOUT_S, variables)
+        if abnormal or done.returncode != 0:
+            raise StageError(f"{where}: MediaPipe's metadata writer failed: {abnormal or failure_line(done)}")
+        return model_out.read_bytes(), json.loads(shown.read_text(encoding="utf-8"))
+
+
+def convert(
+    artifact: str, inputs: ConversionInputs, profile: TargetProfile, outputs: Mapping[str, Path], runtime_env: Path, writer_env: Path
+) -> dict:
     """Convert, check and write ``outputs`` (the stage's declared ``model``, ``record`` and ``test_logits``); return the record.
 
     ``runtime_env`` is the profile's runtime environment (``env.json``): each runtime
     that checks this artifact loads and invokes the model there before anything is
     written. A required runtime that cannot stops the build; an optional one is recorded.
+    ``writer_env`` is the metadata writer's environment (``stacks.writer_environment``).
     """
     # Held for the whole conversion: no other build replaces the environment while its runtimes check this model.
     with environment_in_use(runtime_env) as environment:
-        return convert_in(environment, artifact, inputs, profile, outputs)
+        return convert_in(environment, artifact, inputs, profile, outputs, writer_env)
 
 
-def convert_in(environment: dict, artifact: str, inputs: ConversionInputs, profile: TargetProfile, outputs: Mapping[str, Path]) -> dict:
+def convert_in(
+    environment: dict, artifact: str, inputs: ConversionInputs, profile: TargetProfile, outputs: Mapping[str, Path], writer_env: Path
+) -> dict:
     """``convert``, with the runtime environment's record."""
     row = ARTIFACTS[artifact]
     if row.kind != "tflite":
@@ -442,12 +508,21 @@ def convert_in(environment: dict, artifact: str, inputs: ConversionInputs, profi
     runtimes = profile.runtimes_for(artifact)
     if row.inputs == "text":
         converted = convert_text_model(model, inputs, hparams, profile, representative, environment, val_ids, test_ids, where)
+    elif row.inputs == "tasks":
+        if not hparams.tokenizer.lower_case:
+            raise StageError(
+                f"{where}: {artifact} needs lower_case = true in [tokenizer] of {inputs.hparams}: MediaPipe's BertTokenizer always lowercases"
+            )
+        converted = convert_tasks_model(model, profile, representative, hparams.tokenizer.sequence_length)
     elif row.calibrated:
         judge = ladder_judge(artifact, reference, val_ids, val_labels, profile, environment)
         converted = quantize_by_ladder(artifact, model, profile, representative, judge, where)
     else:
         converted = convert_float_model(model, precision, profile)
-    content = converted.content
+    content, metadata = with_metadata(converted.content, artifact, profile, inputs.vocab, labels, writer_env, where)
+    if row.inputs != "text":
+        # Run again on the bytes that ship: the metadata is a zip after the graph, which it leaves alone.
+        converted.val_logits = converted.test_logits = None
 
     ops = inspect_model(content)
     refusal = flex_refusal(ops, runtimes)
@@ -455,11 +530,12 @@ def convert_in(environment: dict, artifact: str, inputs: ConversionInputs, profi
         raise StageError(f"{where}: {refusal}")
     # After the Flex check, which is about the graph alone: a partly loaded model would convert fine and be wrong.
     check_weights_loaded(reference, val_labels, inputs.train_log, inputs.weights)
-    # An ids model runs on TensorFlow's own interpreter here (the ladder already ran it on the validation split).
+    # An ids or Tasks-ready model runs on TensorFlow's own interpreter here (a Tasks-ready one fed as MediaPipe feeds it).
+    run = run_tasks_tflite if row.inputs == "tasks" else run_tflite
     if converted.val_logits is None:
-        converted.val_logits = run_tflite(content, val_ids)
+        converted.val_logits = run(content, val_ids)
     if converted.test_logits is None:
-        converted.test_logits = run_tflite(content, test_ids)
+        converted.test_logits = run(content, test_ids)
     figures = parity.compare(reference, converted.val_logits, val_labels)
     judged = parity.judge(artifact, figures, profile.tolerances)
     broken = parity.messages(judged, "fail")
@@ -483,6 +559,7 @@ def convert_in(environment: dict, artifact: str, inputs: ConversionInputs, profi
         "validation_parity": figures,
         "validation_gates": parity.recorded(judged),
         **converted.record,
+        "metadata": metadata,
     }
     with atomic_outputs(model_out, report_out, logits_out) as (model_tmp, report_tmp, logits_tmp):
         model_tmp.write_bytes(content)
@@ -524,13 +601,13 @@ def drive(args: argparse.Namespace) -> None:
         args.representative,
         args.test,
     )
-    report = convert(args.artifact, inputs, profile, parsed("tflite", args), args.runtime_env)
+    report = convert(args.artifact, inputs, profile, parsed("tflite", args), args.runtime_env, args.writer_env)
     figures = report["validation_parity"]
     flex = ", ".join(report["flex_ops"]) or "none"
     runtimes = ", ".join(f"{name} {r['version']} ok" if r["ok"] else f"{name}: {r['error']}" for name, r in report["runtimes"].items())
     print(
         f"tflite: {args.model} {report['size_bytes'] / 1e6:.2f} MB; val top-1 agreement {figures['top1_agreement']:.4f}, "
-        f"max |Δlogit| {figures['max_abs_logit_error']:.3g}; Flex ops: {flex}; {runtimes}"
+        f"max |Δlogit| {logit_error(args.artifact, figures['max_abs_logit_error'])}; Flex ops: {flex}; {runtimes}"
         + "".join(f"; undecided: {g['message']}" for g in report["validation_gates"] if g["verdict"] == "undecided")
     )
 
