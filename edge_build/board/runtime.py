@@ -73,6 +73,10 @@ class Runtime:
         return inputs == "ids"
 
 
+#: What MediaPipe's wheels load on import, even for text: libGL and GLib (its opencv-contrib-python), EGL and GLES
+#: (libmediapipe.so). Measured on 1.2.2's aarch64 build under qemu; 0.10.21 is run on x86_64 only, where the machine has them.
+MEDIAPIPE_LIBRARIES = ("libgl1", "libglib2.0-0", "libegl1", "libgles2")
+
 #: One row per runtime version whose facts were checked; a profile names a runtime and one of these versions.
 RUNTIME_VERSIONS = (
     # Its last release (2023): built against numpy 1, with no wheels past CPython 3.11.
@@ -125,11 +129,10 @@ RUNTIME_VERSIONS = (
         has_flex_delegate=False,
         per_channel_dense=True,
         quantized_xnnpack=True,
-        debian_packages=("libgl1", "libglib2.0-0"),
+        debian_packages=MEDIAPIPE_LIBRARIES,
         tasks=True,
     ),
     # One py3-none wheel per platform (a ctypes library), manylinux_2_28 for x86_64 and aarch64; numpy unpinned.
-    # Its opencv-contrib-python dependency loads libGL.so.1 and GLib on import, even for text.
     Runtime(
         "mediapipe",
         "1.2.2",
@@ -139,7 +142,7 @@ RUNTIME_VERSIONS = (
         has_flex_delegate=False,
         per_channel_dense=True,
         quantized_xnnpack=True,
-        debian_packages=("libgl1", "libglib2.0-0"),
+        debian_packages=MEDIAPIPE_LIBRARIES,
         tasks=True,
     ),
 )
@@ -182,7 +185,7 @@ def interpreter_module(runtime: str):
         if exc.name and INTERPRETER_MODULES[runtime].startswith(exc.name):
             raise RuntimeMissing(f"{runtime} is not installed for {sys.executable} (pip install {runtime})") from exc
         raise RuntimeMissing(f"{runtime} is installed for {sys.executable} but does not import: {exc}") from exc
-    except ImportError as exc:  # a shared library its extension needs (libstdc++) is missing
+    except (ImportError, OSError) as exc:  # a shared library its extension needs (libstdc++, libEGL) is missing
         raise RuntimeMissing(f"{runtime} is installed for {sys.executable} but does not import: {exc}") from exc
 
 

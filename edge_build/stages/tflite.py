@@ -135,7 +135,7 @@ def preflight(model_path: Path, runtime: str, environment: dict) -> dict:
     python, variables = launcher(environment)
     result, abnormal = run_isolated([*python, "-m", "edge_build.board.preflight", runtime, str(model_path)], PREFLIGHT_TIMEOUT_S, variables)
     if abnormal:
-        return {"runtime": runtime, "ok": False, "checked": True, "error": abnormal}
+        return {"runtime": runtime, "ok": False, "checked": True, "version": None, "error": abnormal}
     lines = result.stdout.strip().splitlines()
     try:
         return {**json.loads(lines[-1]), "checked": True}
@@ -144,6 +144,7 @@ def preflight(model_path: Path, runtime: str, environment: dict) -> dict:
             "runtime": runtime,
             "ok": False,
             "checked": True,
+            "version": None,
             "error": f"exit {result.returncode}: {(result.stderr.strip().splitlines() or [''])[-1]}",
         }
 
