@@ -538,6 +538,54 @@ def tiny_artifacts(tiny_build, host_runtime_env, writer_env) -> dict[str, Path]:
     return paths
 
 
+TINY_TASKS_PROFILE = """
+description = "tests: the Tasks-ready model, checked in MediaPipe's TextClassifier"
+arch = "x86_64"
+artifacts = ["tflite_tasks_int8"]
+
+[quantization]
+select_tf_ops = false
+
+[[runtimes]]
+name = "mediapipe"
+
+[tolerances]
+int8_min_top1_agreement = 0.8
+int8_max_accuracy_drop = 0.2
+
+[latency]
+tasks_int8_p50_ms = 1000.0
+
+[checks]
+warmup = 2
+runs = 20
+"""
+
+
+@pytest.fixture(scope="session")
+def tasks_target(tiny_artifacts, runtime_envs) -> dict:
+    """``tflite_tasks_int8`` of the tiny model, converted and run through MediaPipe 1.2.2's TextClassifier by the runtime checks."""
+    from edge_build.config.profile import load_profile
+    from edge_build.stages import runtime_check, tflite
+
+    layout = tiny_artifacts["layout"]
+    write_profile(tiny_artifacts["root"] / "targets", "tiny-tasks", TINY_TASKS_PROFILE)
+    profile = load_profile(tiny_artifacts["root"] / "targets", "tiny-tasks")
+    runtime_env = provisioned(runtime_envs, profile.source)
+    target = layout.target("tiny-tasks")
+    record = tflite.convert(
+        "tflite_tasks_int8",
+        conversion_inputs(tiny_artifacts),
+        profile,
+        target.converted_files("tflite_tasks_int8"),
+        runtime_env,
+        tiny_artifacts["writer_env"],
+    )
+    test = runtime_check.TestSplit.read(layout.data.split("test"), layout.token_ids("test"), layout.reference_logits, layout.data.labels)
+    checks = runtime_check.runtime_checks(profile, test, target, runtime_env)
+    return {"record": record, "checks": checks, "target": target, "profile": profile, "runtime_env": runtime_env, "layout": layout}
+
+
 def bundle_inputs(tiny_artifacts) -> tuple:
     """The bundle stage's shared inputs after the profile: reference, (test records, test ids), labels."""
     layout = tiny_artifacts["layout"]

@@ -100,7 +100,10 @@ def test_the_arm64_profiles_list_the_arm64_artifacts(tmp_path: Path):
     assert profile.arch == "aarch64" and profile.artifacts == ("tflite_fp32", "tflite_int8")
     assert [(r.name, r.required) for r in profile.runtimes] == [("tflite-runtime", True), ("ai-edge-litert", False)]
     shipped = load_profile(REPO / "targets", "arm64").runtime_environment()
-    assert profile.runtime_environment().key() == shipped.key(), "the tiny arm64 profile checks on the shipped profile's environment"
+    # The tiny arm64 profile checks on the shipped profile's environment, which also holds MediaPipe (the emulated Tasks check below).
+    tiny = profile.runtime_environment()
+    assert (tiny.arch, tiny.stack) == (shipped.arch, shipped.stack)
+    assert tiny.runtimes == tuple(r for r in shipped.runtimes if r.name != "mediapipe")
     trixie = load_profile(write_profile(tmp_path / "targets", "trixie", TRIXIE_PROFILE).parent, "trixie")
     assert trixie.runtime_environment().key() == TRIXIE_SPEC.key() == load_profile(REPO / "targets", "arm64-trixie").runtime_environment().key()
 
@@ -119,6 +122,7 @@ def test_the_environment_is_debian_12s_aarch64_python_under_qemu(arm64_env):
     assert all(runtimes[name].pop("disk_mb") > 1 for name in runtimes)  # measured in the environment
     assert runtimes["tflite-runtime"] == {"version": "2.14.0", "required": True, "checkable": True, "reason": None}
     assert runtimes["ai-edge-litert"] == {"version": "2.3.0", "required": False, "checkable": True, "reason": None}
+    assert runtimes["mediapipe"] == {"version": "1.2.2", "required": False, "checkable": True, "reason": None}
     assert f"numpy 1.26.4; emulated aarch64 under qemu {arm64_env['emulator']['version']}" in describe(arm64_env)
 
 
@@ -136,6 +140,18 @@ def test_emulated_parity_matches_the_x86_64_figures(tiny_artifacts, arm64_env, t
             native = x86[artifact]["tflite-runtime"]["parity"]
             assert outcome["parity"]["top1_agreement"] == native["top1_agreement"]
             assert outcome["parity"]["max_abs_logit_error"] == pytest.approx(native["max_abs_logit_error"], abs=1e-5)
+
+
+def test_mediapipe_classifies_raw_text_on_aarch64_under_emulation(tasks_target, arm64_env, tmp_path: Path):
+    # MediaPipe's aarch64 wheel, with the EGL, GLES and GL libraries its row names unpacked into the sysroot.
+    profile, target = tasks_target["profile"], tasks_target["target"]
+    model = target.artifact("tflite_tasks_int8")
+    outcome = runtime_check.run_in_environment(model, profile_runtime(profile, "mediapipe"), target.golden, profile, tmp_path, arm64_env)
+    assert outcome["status"] == "ok", outcome["status"]
+    assert outcome["machine"] == "aarch64" and outcome["emulated"] and outcome["runtime_version"] == "1.2.2"
+    native = tasks_target["checks"]["checks"]["tflite_tasks_int8"]["mediapipe"]["parity"]
+    assert outcome["parity"]["top1_agreement"] == native["top1_agreement"]
+    assert outcome["parity"]["max_abs_logit_error"] == pytest.approx(native["max_abs_logit_error"], abs=2 / 256)
 
 
 def test_a_crash_of_the_aarch64_runtime_is_reported_and_stops_the_build(tiny_artifacts, arm64_env, tmp_path: Path, capsys, monkeypatch):

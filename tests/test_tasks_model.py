@@ -8,65 +8,19 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pytest
-from conftest import REPO, TINY_HPARAMS, conversion_inputs, provisioned, write_profile
+from conftest import REPO, TINY_HPARAMS, TINY_TASKS_PROFILE, conversion_inputs, write_profile
 
 from edge_build.board.launch import model_labels
 from edge_build.config.profile import load_profile, tokenizer_refusal
 from edge_build.layout import Target
 from edge_build.records import read_labels
 
-TINY_TASKS_PROFILE = """
-description = "tests: the Tasks-ready model, checked in MediaPipe's TextClassifier"
-arch = "x86_64"
-artifacts = ["tflite_tasks_int8"]
-
-[quantization]
-select_tf_ops = false
-
-[[runtimes]]
-name = "mediapipe"
-
-[tolerances]
-int8_min_top1_agreement = 0.8
-int8_max_accuracy_drop = 0.2
-
-[latency]
-tasks_int8_p50_ms = 1000.0
-
-[checks]
-warmup = 2
-runs = 20
-"""
-
-
-@pytest.fixture(scope="module")
-def tasks_target(tiny_artifacts, runtime_envs) -> dict:
-    """``tflite_tasks_int8`` of the tiny model, converted and run through MediaPipe 1.2.2's TextClassifier by the runtime checks."""
-    from edge_build.stages import runtime_check, tflite
-
-    layout = tiny_artifacts["layout"]
-    write_profile(tiny_artifacts["root"] / "targets", "tiny-tasks", TINY_TASKS_PROFILE)
-    profile = load_profile(tiny_artifacts["root"] / "targets", "tiny-tasks")
-    runtime_env = provisioned(runtime_envs, profile.source)
-    target = layout.target("tiny-tasks")
-    record = tflite.convert(
-        "tflite_tasks_int8",
-        conversion_inputs(tiny_artifacts),
-        profile,
-        target.converted_files("tflite_tasks_int8"),
-        runtime_env,
-        tiny_artifacts["writer_env"],
-    )
-    test = runtime_check.TestSplit.read(layout.data.split("test"), layout.token_ids("test"), layout.reference_logits, layout.data.labels)
-    checks = runtime_check.runtime_checks(profile, test, target, runtime_env)
-    return {"record": record, "checks": checks, "target": target, "profile": profile, "runtime_env": runtime_env, "layout": layout}
-
 
 def test_the_tasks_model_classifies_raw_text_in_mediapipe_within_the_int8_gates(tasks_target):
     record, checks, layout = tasks_target["record"], tasks_target["checks"], tasks_target["layout"]
     # Validation parity on TensorFlow's interpreter, fed as MediaPipe feeds it, against the Keras model on the tokenize stage's ids.
-    assert [g["verdict"] for g in record["validation_gates"]] == ["pass", "pass"]
+    # A pass the tiny validation split is too small to decide is "undecided", never a failure.
+    assert [g["verdict"] for g in record["validation_gates"]] in (["pass", "pass"], ["undecided", "pass"])
     assert record["runtimes"]["mediapipe"]["ok"] and record["runtimes"]["mediapipe"]["version"] == "1.2.2"
     # Three int32 inputs, the int8 graph, float32 scores out (MediaPipe refuses an int8 output).
     assert {"FULLY_CONNECTED", "SOFTMAX", "DEQUANTIZE"} <= {op["op"] for op in record["operators"]}
@@ -90,20 +44,25 @@ def test_the_tasks_model_classifies_raw_text_in_mediapipe_within_the_int8_gates(
     assert model_labels(str(model), {}) == read_labels(layout.data.labels)
 
 
-def test_the_tasks_model_and_its_metadata_are_byte_reproducible(tasks_target, tiny_artifacts, tmp_path: Path):
+def test_the_tasks_model_and_its_metadata_are_byte_reproducible(tasks_target, tiny_artifacts, tmp_path: Path, monkeypatch):
     from edge_build.stages import tflite
 
-    again = Target(tmp_path, "tiny-tasks")
-    inputs = conversion_inputs(tiny_artifacts)
-    tflite.convert(
-        "tflite_tasks_int8",
-        inputs,
-        tasks_target["profile"],
-        again.converted_files("tflite_tasks_int8"),
-        tasks_target["runtime_env"],
-        tiny_artifacts["writer_env"],
-    )
-    assert again.artifact("tflite_tasks_int8").read_bytes() == tasks_target["target"].artifact("tflite_tasks_int8").read_bytes()
+    # The metadata's version holds the build time: SConstruct pins it to the last commit's, as here.
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1764720000")
+    models = []
+    for name in ("first", "second"):
+        target = Target(tmp_path / name, "tiny-tasks")
+        record = tflite.convert(
+            "tflite_tasks_int8",
+            conversion_inputs(tiny_artifacts),
+            tasks_target["profile"],
+            target.converted_files("tflite_tasks_int8"),
+            tasks_target["runtime_env"],
+            tiny_artifacts["writer_env"],
+        )
+        assert record["metadata"]["version"].endswith(", built 2025-12-03T00:00:00+00:00")
+        models.append(target.artifact("tflite_tasks_int8").read_bytes())
+    assert models[0] == models[1]
 
 
 def test_every_tflite_model_carries_its_vocabulary_labels_and_provenance(tiny_artifacts):
