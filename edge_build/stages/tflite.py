@@ -58,7 +58,7 @@ from edge_build.records import read_labels, read_rows
 from edge_build.runtime_envs import environment_in_use, launcher, unavailable
 from edge_build.stacks import RuntimeSpec
 from edge_build.stage_files import add_files, parsed
-from edge_build.tasks_model import TENSOR_NAMES, representative_dataset, run_tasks_tflite, tasks_model
+from edge_build.tasks_model import TENSOR_NAMES, mediapipe_vocabulary, representative_dataset, run_tasks_tflite, tasks_model
 from edge_build.text_model import STEPS, calibrated_ranges, converter_for, ops_named_in, quantize_with_ranges, text_functions
 from edge_build.tflite_host import converter_settings, make_converter, quiet_tensorflow_lite, run_tflite
 from edge_build.tfrecord import read_split
@@ -248,6 +248,8 @@ class Converted:
     record: dict
     val_logits: np.ndarray | None = None
     test_logits: np.ndarray | None = None
+    #: The vocabulary its metadata packs, where it is not the build's (a Tasks-ready model's has aliases).
+    vocab_text: str | None = None
 
 
 def convert_float_model(model, precision: str, profile: TargetProfile) -> Converted:
@@ -404,11 +406,13 @@ def convert_text_model(
     return Converted(content, settings, record, val_logits, test_logits)
 
 
-def convert_tasks_model(model, profile: TargetProfile, representative: np.ndarray, sequence_length: int) -> Converted:
-    """The Tasks-ready model (``tasks_model.py``), full INT8 calibrated on ``representative.npy`` in MediaPipe's layout."""
+def convert_tasks_model(model, profile: TargetProfile, representative: np.ndarray, sequence_length: int, vocab: Path) -> Converted:
+    """The Tasks-ready model (``tasks_model.py``), full INT8 calibrated on ``representative.npy`` in MediaPipe's layout, with
+    MediaPipe's vocabulary (the training tokens and the aliases) for its metadata."""
     import tensorflow as tf
 
-    converter = make_converter(tasks_model(model, sequence_length), "int8", profile, None)
+    vocab_text, remap = mediapipe_vocabulary(vocab)
+    converter = make_converter(tasks_model(model, sequence_length, remap), "int8", profile, None)
     converter.representative_dataset = representative_dataset(representative)
     converter.inference_output_type = tf.float32  # MediaPipe refuses an int8 output tensor
     started = time.perf_counter()
@@ -421,8 +425,11 @@ def convert_tasks_model(model, profile: TargetProfile, representative: np.ndarra
         "model multiplies the ids by the mask and drops position 0: the classifier sees the tokenize stage's ids, at most "
         f"{sequence_length - 2} WordPieces",
         "output": "softmax scores (float32)",
+        "aliases": len(remap) - len(vocab.read_text(encoding="utf-8").splitlines()),
+        "aliases_why": "MediaPipe's tokenizer lowercases ASCII only: each punctuation mark or symbol that training's normalization "
+        "turns into one token (a full-width comma into ',') is added to its vocabulary and mapped to that token's id in the model",
     }
-    return Converted(content, settings, {"tasks_model": layout})
+    return Converted(content, settings, {"tasks_model": layout}, vocab_text=vocab_text)
 
 
 def metadata_names(content: bytes, kind: str) -> tuple[list[str], list[str]]:
@@ -438,7 +445,7 @@ def metadata_names(content: bytes, kind: str) -> tuple[list[str], list[str]]:
 
 
 def with_metadata(
-    content: bytes, artifact: str, profile: TargetProfile, vocab: Path, labels: list[str], writer_env: Path, where: str
+    content: bytes, artifact: str, profile: TargetProfile, vocab_text: str, labels: list[str], writer_env: Path, where: str
 ) -> tuple[bytes, dict]:
     """The model with its TF Lite metadata (vocabulary, labels, name, version), written by MediaPipe's writer in its environment
     (``edge_build.model_metadata``), and that metadata as MediaPipe's displayer shows it."""
@@ -446,8 +453,11 @@ def with_metadata(
     inputs, outputs = metadata_names(content, row.inputs)
     # The revision and time the manifest records: SConstruct pins the time to the last commit's, so two builds give the same bytes.
     version = f"{git_revision() or 'no git revision'}, built {build_timestamp()}"
-    spec = metadata_spec(row.inputs, f"{artifact} ({profile.name})", row.description, version, vocab, labels, inputs, outputs)
     with environment_in_use(writer_env) as environment, tempfile.TemporaryDirectory() as scratch:
+        # The writer packs the file under its own name: MediaPipe and the board look for vocab.txt.
+        vocab = Path(scratch) / "vocab.txt"
+        vocab.write_text(vocab_text, encoding="utf-8")
+        spec = metadata_spec(row.inputs, f"{artifact} ({profile.name})", row.description, version, vocab, labels, inputs, outputs)
         reason = unavailable(environment, "mediapipe")
         if reason:
             raise StageError(f"{where}: MediaPipe's metadata writer cannot run: {reason}")
@@ -514,13 +524,14 @@ def convert_in(
             raise StageError(
                 f"{where}: {artifact} needs lower_case = true in [tokenizer] of {inputs.hparams}: MediaPipe's BertTokenizer always lowercases"
             )
-        converted = convert_tasks_model(model, profile, representative, hparams.tokenizer.sequence_length)
+        converted = convert_tasks_model(model, profile, representative, hparams.tokenizer.sequence_length, inputs.vocab)
     elif row.calibrated:
         judge = ladder_judge(artifact, reference, val_ids, val_labels, profile, environment)
         converted = quantize_by_ladder(artifact, model, profile, representative, judge, where)
     else:
         converted = convert_float_model(model, precision, profile)
-    content, metadata = with_metadata(converted.content, artifact, profile, inputs.vocab, labels, writer_env, where)
+    vocab_text = converted.vocab_text or inputs.vocab.read_text(encoding="utf-8")
+    content, metadata = with_metadata(converted.content, artifact, profile, vocab_text, labels, writer_env, where)
     if row.inputs != "text":
         # Run again on the bytes that ship: the metadata is a zip after the graph, which it leaves alone.
         converted.val_logits = converted.test_logits = None
