@@ -67,6 +67,11 @@ class Artifact:
     settings: tuple[str, ...] = ()
     outputs: Literal["logits", "scores"] = "logits"
 
+    @property
+    def given_text(self) -> bool:
+        """Whether its runtime is given raw text: the tokenizer is inside the model, or in the Tasks library that runs it."""
+        return self.inputs in ("text", "tasks")
+
 
 #: What an artifact takes in, by its row's ``inputs``, in words that follow "it": for refusals and the report.
 INPUT_WORDS = {

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 from . import EXIT_OUTSIDE_TOLERANCES, EXIT_USAGE
-from .runtime import RuntimeMissing, installed_row, load_interpreter, runtime_version
+from .runtime import RuntimeMissing, is_tasks_library, load_interpreter, runtime_version
 from .tasks import TextClassifierModel
 
 
@@ -41,8 +41,7 @@ def sample_input(tensor: dict) -> np.ndarray:
 
 def preflight(runtime: str, model_path: str) -> dict:
     result = {"runtime": runtime, "version": runtime_version(runtime), "model": model_path, "ok": False, "error": None}
-    row = installed_row(runtime)
-    if row is not None and row.tasks:
+    if is_tasks_library(runtime):
         return {**result, **tasks_preflight(runtime, model_path)}
     try:
         interpreter = load_interpreter(runtime, model_path)

@@ -198,6 +198,12 @@ def installed_row(runtime: str) -> Runtime | None:
     return versions.get(runtime_version(runtime) or "", versions[DEFAULT_VERSIONS[runtime]])
 
 
+def is_tasks_library(runtime: str) -> bool:
+    """Whether the installed ``runtime`` is a Tasks library (``Runtime.tasks``), which runs a model through its own classifier."""
+    row = installed_row(runtime)
+    return row is not None and row.tasks
+
+
 def runtime_version(runtime: str) -> str | None:
     from importlib import metadata
 

@@ -187,7 +187,7 @@ def text_models(profile: TargetProfile) -> tuple[str, ...]:
 
 def text_in_models(profile: TargetProfile) -> tuple[str, ...]:
     """The profile's models a runtime gives raw text: raw-text models, and Tasks-ready ones (MediaPipe tokenizes for them)."""
-    return tuple(name for name in profile.runtime_artifacts if ARTIFACTS[name].inputs in ("text", "tasks"))
+    return tuple(name for name in profile.runtime_artifacts if ARTIFACTS[name].given_text)
 
 
 def default_artifact(profile: TargetProfile) -> str:

@@ -635,9 +635,7 @@ def render_markdown(evaluation: Evaluation, profile: TargetProfile, context: Con
         lines += render_deploy(context.runtime_checks, evaluation, profile)
     lines += render_artifacts(evaluation) + render_quality(context.quality)
     if context.tflite_reports:
-        lines += render_conversion(context.tflite_reports, profile)
-    if context.tflite_reports:
-        lines += render_metadata(context.tflite_reports)
+        lines += render_conversion(context.tflite_reports, profile) + render_metadata(context.tflite_reports)
     if context.xla_checks:
         lines += render_xla_checks(context.xla_checks)
     if context.runtime_checks:

@@ -167,9 +167,7 @@ def runtime_checks(profile: TargetProfile, test: TestSplit, target: Target, runt
 
 def checked_in(environment: dict, profile: TargetProfile, test: TestSplit, target: Target) -> dict:
     """The runtime checks, run in ``environment``: ``runtime_checks.json``'s record."""
-    golden = build_golden(
-        test, profile.golden_examples(len(test.labels)), any(ARTIFACTS[a].inputs in ("text", "tasks") for a in profile.runtime_artifacts)
-    )
+    golden = build_golden(test, profile.golden_examples(len(test.labels)), any(ARTIFACTS[a].given_text for a in profile.runtime_artifacts))
     files = target.runtime_check_files
     with atomic_outputs(*files.values()) as temporaries, tempfile.TemporaryDirectory() as scratch:
         written = dict(zip(files, temporaries))

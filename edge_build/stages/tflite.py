@@ -425,7 +425,7 @@ def convert_tasks_model(model, profile: TargetProfile, representative: np.ndarra
         "model multiplies the ids by the mask and drops position 0: the classifier sees the tokenize stage's ids, at most "
         f"{sequence_length - 2} WordPieces",
         "output": "softmax scores (float32)",
-        "aliases": len(remap) - len(vocab.read_text(encoding="utf-8").splitlines()),
+        "aliases": int(np.count_nonzero(remap != np.arange(len(remap)))),  # a training id maps to itself, an alias elsewhere
         "aliases_why": "MediaPipe's tokenizer lowercases ASCII only: each punctuation mark or symbol that training's normalization "
         "turns into one token (a full-width comma into ',') is added to its vocabulary and mapped to that token's id in the model",
     }
