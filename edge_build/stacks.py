@@ -117,6 +117,10 @@ class EnvironmentSpec:
         # Hashed only where there are some, so that the environments of runtimes without any keep their keys.
         if companions:
             content["companions"] = companions
+        # And the dependencies a runtime's row chooses for it: hashed only where a row does.
+        dependencies = {r.name: list(r.row.dependencies) for r in self.runtimes if r.row.dependencies is not None}
+        if dependencies:
+            content["dependencies"] = dependencies
         # The same for the Debian packages a runtime's wheels need in a sysroot.
         if self.debian_packages:
             content["debian_packages"] = list(self.debian_packages)
@@ -140,13 +144,15 @@ class EnvironmentSpec:
         return [r for r in self.runtimes if not r.required and not_installable(r, self.stack) is None]
 
     def requirements(self, required: bool = True) -> list[str]:
-        """pip requirements of the stack: numpy and the required runtimes, or the optional runtimes that can install on it."""
-        runtimes = [f"{r.name}=={r.version}" for r in self.to_install(required)]
+        """pip requirements of the stack: numpy and the required runtimes, or the optional runtimes that can install on it
+        (each runtime's ``Runtime.requirements``: its wheel, or the dependencies its row chooses)."""
+        runtimes = [requirement for r in self.to_install(required) for requirement in r.row.requirements]
         return [f"numpy=={self.stack.numpy}", *runtimes] if required else runtimes
 
-    def companions(self, required: bool = True) -> list[str]:
-        """pip requirements installed with ``--no-deps`` after ``requirements(required)``: the companions of those runtimes."""
-        return [companion for r in self.to_install(required) for companion in r.row.companions]
+    def no_deps_requirements(self, required: bool = True) -> list[str]:
+        """pip requirements installed with ``--no-deps`` after ``requirements(required)``: those runtimes'
+        ``Runtime.no_deps_requirements`` (companions, and wheels whose dependencies their rows choose)."""
+        return [requirement for r in self.to_install(required) for requirement in r.row.no_deps_requirements]
 
     def record(self) -> dict:
         """The stack as the target's and the bundle's manifests record it: what was checked, and the pip requirements that give a board exactly that.
@@ -164,10 +170,10 @@ class EnvironmentSpec:
             "install": self.requirements(),
             "optional_install": self.requirements(required=False),
         }
-        # Only where there are some: the manifests of stacks without companions keep their bytes.
+        # Only where there are some: the manifests of stacks without them keep their bytes.
         for key, required in (("install_no_deps", True), ("optional_install_no_deps", False)):
-            if self.companions(required):
-                record[key] = self.companions(required)
+            if self.no_deps_requirements(required):
+                record[key] = self.no_deps_requirements(required)
         return record
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, TINY_PROFILE, debian_packages_unavailable, profile_runtime, with_litert, write_profile
 
+from edge_build.board.runtime import RUNTIMES
 from edge_build.config.profile import load_profile
 from edge_build.errors import StageError
 from edge_build.platforms import host_arch
@@ -88,6 +89,11 @@ def test_a_runtimes_companions_are_installed_after_it_without_their_dependencies
     calls.clear()
     install(RuntimeSpec("tflite-runtime", "2.14.0", True), lambda requirements, no_deps=False: calls.append((requirements, no_deps)))
     assert calls == [(["tflite-runtime==2.14.0"], False)], "a runtime without companions installs alone"
+    calls.clear()
+    install(RuntimeSpec("mediapipe", "0.10.21", True), lambda requirements, no_deps=False: calls.append((requirements, no_deps)))
+    assert calls == [(list(RUNTIMES["mediapipe"]["0.10.21"].dependencies), False), (["mediapipe==0.10.21"], True)], (
+        "chosen dependencies, then the wheel alone"
+    )
 
 
 def test_a_companion_that_fails_is_its_runtime_failing():

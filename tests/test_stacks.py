@@ -15,7 +15,7 @@ from edge_build.board.runtime import DEFAULT_VERSIONS, RUNTIMES
 from edge_build.config.profile import BoardStack, load_profile
 from edge_build.errors import ConfigError
 from edge_build.runtime_envs import PROJECT_ROOT, describe, disk_mb, launcher, unavailable
-from edge_build.stacks import OS_RELEASES, EnvironmentSpec, RuntimeSpec, Stack, not_installable
+from edge_build.stacks import OS_RELEASES, EnvironmentSpec, RuntimeSpec, Stack, not_installable, writer_environment
 
 REPO = Path(__file__).resolve().parents[1]
 TFLITE = 'description = "x"\narch = "x86_64"\nartifacts = ["tflite_int8"]\n'
@@ -266,8 +266,8 @@ def test_a_runtimes_companions_are_part_of_its_environments_key(monkeypatch):
 
 def test_companions_are_installed_without_dependencies_after_their_runtime():
     assert GATEWAY_SPEC.requirements() == ["numpy==1.26.4", "tflite-runtime==2.14.0", "tensorflow-cpu==2.15.1"]
-    assert GATEWAY_SPEC.companions() == ["tensorflow-text==2.15.0", "tensorflow-hub==0.15.0"]
-    assert GATEWAY_SPEC.companions(required=False) == [] and HOST_SPEC.companions() == []
+    assert GATEWAY_SPEC.no_deps_requirements() == ["tensorflow-text==2.15.0", "tensorflow-hub==0.15.0"]
+    assert GATEWAY_SPEC.no_deps_requirements(required=False) == [] and HOST_SPEC.no_deps_requirements() == []
     stack = GATEWAY_SPEC.record()
     assert stack["install_no_deps"] == ["tensorflow-text==2.15.0", "tensorflow-hub==0.15.0"] and "optional_install_no_deps" not in stack
     optional = EnvironmentSpec(
@@ -279,6 +279,21 @@ def test_companions_are_installed_without_dependencies_after_their_runtime():
     # tensorflow-cpu has no wheels for trixie's CPython 3.13: an optional one there offers neither line.
     trixie = EnvironmentSpec("x86_64", Stack("trixie", "3.13", "2.2.6"), (RuntimeSpec("tensorflow-cpu", "2.15.1", False),))
     assert trixie.record()["optional_install"] == [] and "optional_install_no_deps" not in trixie.record()
+
+
+def test_a_runtime_whose_row_chooses_its_dependencies_installs_its_wheel_without_them():
+    """mediapipe 0.10.21 declares jax and jaxlib, which nothing it runs here imports: its row names what pip resolves instead."""
+    writer = writer_environment()
+    row = RUNTIMES["mediapipe"]["0.10.21"]
+    assert writer.requirements() == ["numpy==1.26.4", *row.dependencies]
+    assert not any(name.startswith(("jax", "mediapipe")) for name in writer.requirements())
+    assert writer.no_deps_requirements() == ["mediapipe==0.10.21"] and writer.record()["install_no_deps"] == ["mediapipe==0.10.21"]
+    # The chosen dependencies are part of the key: changing them provisions a new environment.
+    before = writer.key()
+    widened = dataclasses.replace(row, dependencies=(*row.dependencies, "jax"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(RUNTIMES, "mediapipe", {**RUNTIMES["mediapipe"], "0.10.21": widened})
+        assert writer.key() != before
 
 
 def test_a_stack_without_companions_keeps_its_record():

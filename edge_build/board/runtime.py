@@ -34,6 +34,9 @@ class Runtime:
       min_qemu: the oldest qemu-user its aarch64 build runs under, where that matters.
       companions: pip requirements installed beside it without their dependencies
         (tensorflow-text's wheel asks for the full ``tensorflow``; ``tensorflow-cpu`` is the same code).
+      dependencies: where set, the wheel installs without its declared dependencies, after these: the ones that
+        importing it and its Tasks API need (mediapipe 0.10.21 also declares jax and jaxlib, 550 MB with scipy, which
+        neither imports). ``None``: pip resolves the wheel's own.
       text_ops: where its wheels keep tensorflow-text's TF Lite kernels (the in-model tokenizer's
         custom ops), as ``module:attribute`` naming the registerers its interpreter takes; ``None`` if they have none.
       runner: which runner the runtime checks run in the runtime's environment for one model, by its name in
@@ -63,6 +66,18 @@ class Runtime:
     runner: str = "bench"
     debian_packages: tuple[str, ...] = ()
     tasks: bool = False
+    dependencies: tuple[str, ...] | None = None
+
+    @property
+    def requirements(self) -> tuple[str, ...]:
+        """pip requirements installed with their dependencies (beside the stack's numpy): its wheel, or its chosen ``dependencies``."""
+        return (f"{self.name}=={self.version}",) if self.dependencies is None else self.dependencies
+
+    @property
+    def no_deps_requirements(self) -> tuple[str, ...]:
+        """pip requirements installed after ``requirements`` without their dependencies: its wheel where its dependencies
+        are chosen, then its companions."""
+        return (() if self.dependencies is None else (f"{self.name}=={self.version}",)) + self.companions
 
     def runs(self, inputs: str) -> bool:
         """Whether this runtime runs a model that takes ``inputs`` (an artifact row's ``inputs``)."""
@@ -131,6 +146,9 @@ RUNTIME_VERSIONS = (
         quantized_xnnpack=True,
         debian_packages=MEDIAPIPE_LIBRARIES,
         tasks=True,
+        # What `import mediapipe` and its metadata writer and TextClassifier import: the declared dependencies less jax,
+        # jaxlib (which brings scipy), sentencepiece and sounddevice. 905 MB on disk -> 359 MB (env.json's disk_mb).
+        dependencies=("absl-py", "attrs>=19.1.0", "flatbuffers>=2.0", "matplotlib", "opencv-contrib-python", "protobuf>=4.25.3,<5"),
     ),
     # One py3-none wheel per platform (a ctypes library), manylinux_2_28 for x86_64 and aarch64; numpy unpinned.
     Runtime(

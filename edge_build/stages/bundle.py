@@ -254,12 +254,13 @@ def board_readme(profile: TargetProfile) -> str:
 
 
 def install_lines(runtime: str, version: str, numpy: str) -> list[str]:
-    """The pip lines that give a board ``runtime``: its wheel with the stack's numpy, then its companions without their
-    dependencies (tensorflow-text's metadata asks for the full ``tensorflow``, which tensorflow-cpu already is)."""
-    companions = RUNTIMES[runtime][version].companions
+    """The pip lines that give a board ``runtime``: its wheel (or the dependencies its row chooses) with the stack's numpy,
+    then what installs without dependencies (``Runtime.no_deps_requirements``: tensorflow-text's metadata asks for the
+    full ``tensorflow``, which tensorflow-cpu already is)."""
+    row = RUNTIMES[runtime][version]
     return [
-        f"python -m pip install numpy=={numpy} {runtime}=={version}",
-        *([f"python -m pip install --no-deps {' '.join(companions)}"] if companions else []),
+        f"python -m pip install numpy=={numpy} {' '.join(row.requirements)}",
+        *([f"python -m pip install --no-deps {' '.join(row.no_deps_requirements)}"] if row.no_deps_requirements else []),
     ]
 
 

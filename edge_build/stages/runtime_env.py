@@ -229,16 +229,17 @@ def pip_wheels(site: Path, requirements: list[str], stack: Stack, arch: str, no_
 
 
 def install(runtime: RuntimeSpec, install_one) -> dict:
-    """Install one runtime, then its companions without their dependencies, with ``install_one(requirements, no_deps)``.
+    """Install one runtime (or the dependencies its row chooses), then its companions (and its own wheel, where its
+    dependencies are chosen) without their dependencies, with ``install_one(requirements, no_deps)``.
 
     An optional runtime that fails (itself or a companion) is recorded, a required one stops the stage.
     """
-    companions = list(runtime.row.companions)
+    no_deps = list(runtime.row.no_deps_requirements)
     try:
-        install_one([f"{runtime.name}=={runtime.version}"])
-        if companions:
-            # tensorflow-text's metadata asks for the full tensorflow: with its dependencies it would bring a second TensorFlow.
-            install_one(companions, no_deps=True)
+        install_one(list(runtime.row.requirements))
+        if no_deps:
+            # Without their dependencies: tensorflow-text's metadata asks for the full tensorflow (a second TensorFlow), mediapipe 0.10.21's for jax.
+            install_one(no_deps, no_deps=True)
     except StageError as exc:
         if runtime.required:
             raise
