@@ -159,6 +159,7 @@ STAGE_FILES: dict[str, StageFiles] = {
             *_TRAINING,
             File("representative", "representative.npy from the calibration stage (calibrated artifacts)", optional=True),
             File("test", "test.tfrecord: its texts (raw-text artifacts: their token ids are checked on them)", optional=True),
+            File("train", "train.tfrecord: its texts (the Tasks-ready artifact: its vocabulary's word aliases)", optional=True),
             File("runtime_env", "env.json of the profile's runtime environment (the preflight runs there)"),
             File("writer_env", "env.json of the metadata writer's environment (MediaPipe 0.10.21)"),
         ),

@@ -13,20 +13,24 @@ int8 output. TensorFlow is imported inside the functions.
 
 MediaPipe's tokenizer lowercases ASCII and does nothing else of training's
 normalization (NFKC, case folding, accent stripping): a full-width comma, the
-commonest mark in Chinese text, is ``[UNK]`` to it and ``,`` to training. Its
-vocabulary therefore gets aliases (``mediapipe_vocabulary``): after the training tokens,
-each punctuation mark or symbol that training's normalization turns into one
-token, which the model maps back to that token's id before the classifier.
+commonest mark in Chinese text, is ``[UNK]`` to it and ``,`` to training, and
+``Lástima`` is ``lástima`` to it and ``lastima`` to training. Its vocabulary
+therefore gets aliases (``mediapipe_vocabulary``), which the model maps back to
+the training token's id before the classifier: after the training tokens, each
+punctuation mark or symbol that training's normalization turns into one token,
+then MediaPipe's spelling of each WordPiece of the training texts' non-ASCII
+words (``word_aliases``).
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from pathlib import Path
 
 import numpy as np
 
-from edge_build.special_tokens import UNK
+from edge_build.special_tokens import JOINER, UNK
 from edge_build.tflite_host import quiet_tensorflow_lite
 from edge_build.tokenizer import token_ids
 
@@ -40,11 +44,16 @@ TENSOR_NAMES = {name: f"serving_default_{name}:0" for name in INPUT_NAMES}
 ALIAS_RANGE = range(0x80, 0x20000)
 
 
-def mediapipe_vocabulary(vocab: Path) -> tuple[str, np.ndarray]:
+#: What MediaPipe does to a text before splitting it: ASCII letters lowercased, nothing else.
+ASCII_LOWER = {code: code + 32 for code in range(ord("A"), ord("Z") + 1)}
+
+
+def mediapipe_vocabulary(vocab: Path, texts: list[bytes]) -> tuple[str, np.ndarray]:
     """MediaPipe's vocabulary file's text, and the training id of each of its ids.
 
-    The training tokens keep their ids; after them come the aliases: each non-ASCII punctuation mark or symbol outside
-    the vocabulary that training's tokenizer turns into exactly one token (``，`` -> ``,``), which maps to that token's id.
+    The training tokens keep their ids; after them come the aliases, each mapping to a training token's id: each non-ASCII
+    punctuation mark or symbol outside the vocabulary that training's tokenizer turns into exactly one token (``，`` ->
+    ``,``), then the word aliases of the training ``texts`` (``word_aliases``), sorted.
     """
     training = vocab.read_text(encoding="utf-8")
     tokens = training.splitlines()
@@ -54,8 +63,93 @@ def mediapipe_vocabulary(vocab: Path) -> tuple[str, np.ndarray]:
     ids = token_ids(vocab, True, [mark.encode("utf-8") for mark in marks], 2)
     unknown = tokens.index(UNK)
     aliased = [(mark, int(first)) for mark, (first, second) in zip(marks, ids) if first not in (0, unknown) and second == 0]
+    marked = known | {mark for mark, _ in aliased}
+    aliased += sorted((alias, target) for alias, target in word_aliases(vocab, texts).items() if alias not in marked)
     remap = np.array([*range(len(tokens)), *(target for _, target in aliased)], np.int32)
-    return training + "".join(f"{mark}\n" for mark, _ in aliased), remap
+    return training + "".join(f"{alias}\n" for alias, _ in aliased), remap
+
+
+#: MediaPipe's BertTokenizer's default delimiters (``kDefaultDelimRe``): ASCII whitespace separates words, and ASCII
+#: punctuation, Unicode punctuation (P*) and these CJK ideograph ranges are tokens of their own.
+MEDIAPIPE_CJK = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
+_ASCII_DELIMITERS = re.compile(r"[\t\n\f\r !-/:-@\[-`{-~]+")
+#: The longest word MediaPipe's WordPiece takes, in UTF-8 bytes (``kDefaultMaxBytesPerToken``); a longer one is ``[UNK]``.
+MEDIAPIPE_MAX_BYTES_PER_WORD = 100
+
+
+def mediapipe_words(text: str) -> list[str]:
+    """The words of ``text`` holding a non-ASCII character, as MediaPipe's BertTokenizer cuts and spells them (ASCII lowercased)."""
+    words = []
+    for chunk in _ASCII_DELIMITERS.split(text.translate(ASCII_LOWER)):
+        if chunk.isascii():
+            continue
+        word: list[str] = []
+        for char in chunk:
+            if unicodedata.category(char).startswith("P") or any(low <= ord(char) <= high for low, high in MEDIAPIPE_CJK):
+                words.append("".join(word))
+                word = []
+            else:
+                word.append(char)
+        words.append("".join(word))
+    return [word for word in words if not word.isascii()]
+
+
+def word_aliases(vocab: Path, texts: list[bytes]) -> dict[str, int]:
+    """MediaPipe's spelling of each WordPiece of the non-ASCII words of ``texts`` -> that WordPiece's training id.
+
+    MediaPipe cuts a text into words where training does, but only lowercases ASCII: ``Último`` stays ``Último`` for it
+    and is ``ultimo`` for training, cut into ``ult`` ``##imo``, say. Where each character of a word is, alone, one
+    single-character token to training (``Ú`` is ``u``), training's WordPieces of the word are spans of MediaPipe's
+    spelling too, and each span as MediaPipe spells it (``Últ``) becomes an alias of its WordPiece. WordPiece's greedy
+    longest match then cuts MediaPipe's word where training cuts it, since every token and alias reads as a training
+    token, so none is longer than training's choice: each word of the training texts gets training's ids. A word only
+    later texts hold may still differ; the runtime checks measure what that costs.
+    """
+    tokens = vocab.read_text(encoding="utf-8").splitlines()
+    unknown = tokens.index(UNK)
+    spelled = {word for text in texts for word in mediapipe_words(text.decode("utf-8", errors="replace"))}
+    # Printable only: an alias is a line of the vocabulary file, which U+2028 or U+0085 would break for some readers.
+    words = sorted(word for word in spelled if word.isprintable() and len(word.encode("utf-8")) <= MEDIAPIPE_MAX_BYTES_PER_WORD)
+    chars = sorted({char for word in words for char in word})
+    # Training's reading of each character alone: one single-character token, or the words holding it get no alias
+    # (ß reads as ss, a combining mark as nothing).
+    single = {
+        char: tokens[first]
+        for char, (first, second) in zip(chars, token_ids(vocab, True, [char.encode("utf-8") for char in chars], 2))
+        if first not in (0, unknown) and second == 0 and len(tokens[first]) == 1
+    }
+    words = [word for word in words if all(char in single for char in word)]
+    longest = max(map(len, words), default=0)
+    aliases: dict[str, int] = {}
+    for word, row in zip(words, token_ids(vocab, True, [word.encode("utf-8") for word in words], longest + 1)):
+        pieces = [int(piece) for piece in row if piece]
+        readings = [tokens[piece] for piece in pieces]
+        # One word to training too, its WordPieces spelling its characters' readings in order.
+        continued = all(reading.startswith(JOINER) for reading in readings[1:]) and not readings[0].startswith(JOINER)
+        if (
+            unknown in pieces
+            or not continued
+            or readings[0] + "".join(reading[len(JOINER) :] for reading in readings[1:]) != "".join(map(single.get, word))
+        ):
+            continue
+        start = 0
+        for index, (piece, reading) in enumerate(zip(pieces, readings)):
+            prefix = JOINER if index else ""
+            end = start + len(reading) - len(prefix)
+            alias = prefix + word[start:end]
+            if alias != reading:
+                aliases.setdefault(alias, piece)
+            start = end
+    return aliases
 
 
 def tasks_model(model, sequence_length: int, remap: np.ndarray):

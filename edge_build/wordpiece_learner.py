@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as library
 
-JOINER = "##"
+from edge_build.special_tokens import JOINER
+
 # The library's defaults, which bert_vocab_from_dataset does not change either.
 LOWER_THRESHOLD, UPPER_THRESHOLD = 10, int(1e7)
 ITERATIONS, MAX_INPUT_TOKENS, MAX_TOKEN_LENGTH, MAX_UNIQUE_CHARS, SLACK_RATIO = 4, int(5e6), 50, 1000, 0.05

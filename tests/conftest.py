@@ -465,6 +465,7 @@ def conversion_inputs(tiny_build: dict, **changes) -> object:
         layout.token_ids("test"),
         layout.representative,
         files.split("test"),
+        files.split("train"),
     )
     return dataclasses.replace(inputs, **changes)
 

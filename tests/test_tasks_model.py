@@ -8,12 +8,16 @@ import sys
 import zipfile
 from pathlib import Path
 
+import numpy as np
 from conftest import REPO, TINY_HPARAMS, TINY_TASKS_PROFILE, conversion_inputs, write_profile
 
 from edge_build.board.launch import model_labels
+from edge_build.board.wordpiece import WordPiece
 from edge_build.config.profile import load_profile, tokenizer_refusal
 from edge_build.layout import Target
 from edge_build.records import read_labels
+from edge_build.tasks_model import ASCII_LOWER, word_aliases
+from edge_build.tokenizer import token_ids
 
 
 def test_the_tasks_model_classifies_raw_text_in_mediapipe_within_the_int8_gates(tasks_target):
@@ -113,3 +117,27 @@ def test_a_cased_tokenizer_refuses_the_tasks_model_naming_the_key(tmp_path: Path
     assert result.returncode == 2
     assert result.stderr == f"scons: *** {tokenizer_refusal(profile, False, hparams)}\n"
     assert not (tmp_path / "build").exists()
+
+
+def test_the_training_texts_non_ascii_words_get_mediapipe_spellings_that_tokenize_as_in_training(tmp_path: Path):
+    """MediaPipe lowercases ASCII only and strips no accent: each WordPiece of a training word, spelled as MediaPipe reads
+    it, maps to the training token, and WordPiece's greedy match then cuts MediaPipe's word where training cuts it."""
+    tokens = ["[PAD]", "[UNK]", "ult", "##imo", "la", "##stima", "el", "garcia", "!", ",", "ss", "stra", "##sse", "u", "##n", "##ico"]
+    # Every letter alone, as the vocabulary learner keeps them.
+    tokens += [*"abcegilmorst", *(f"##{char}" for char in "abcegilmorstu")]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(f"{token}\n" for token in tokens), encoding="utf-8")
+    text = "El Último, Lástima! García"
+    aliases = word_aliases(vocab, [text.encode(), "Straße".encode()])
+    # "Ú" is not ASCII: MediaPipe keeps it upper-case. ß reads as two characters: its word gets none.
+    assert aliases == {"Últ": tokens.index("ult"), "lá": tokens.index("la"), "garcía": tokens.index("garcia")}
+    remap = np.array([*range(len(tokens)), *aliases.values()])
+    mediapipe = WordPiece([*tokens, *aliases], lower_case=False)
+
+    def as_mediapipe(text: str) -> list[int]:
+        return [int(remap[i]) for i in mediapipe.tokenize(text.translate(ASCII_LOWER))]
+
+    training = token_ids(vocab, True, [text.encode()], 12)[0].tolist()
+    assert as_mediapipe(text) == [i for i in training if i] == [6, 2, 3, 9, 4, 5, 8, 7]
+    # A word no training text holds may still differ: "único" is [UNK] to MediaPipe, u ##n ##ico to training.
+    assert as_mediapipe("único") == [1] and token_ids(vocab, True, ["único".encode()], 4)[0].tolist() == [13, 14, 15, 0]

@@ -82,6 +82,7 @@ class ConversionInputs:
     test_ids: Path
     representative: Path | None = None
     test_records: Path | None = None
+    train_records: Path | None = None
 
 
 def inspect_model(content: bytes) -> dict:
@@ -406,12 +407,14 @@ def convert_text_model(
     return Converted(content, settings, record, val_logits, test_logits)
 
 
-def convert_tasks_model(model, profile: TargetProfile, representative: np.ndarray, sequence_length: int, vocab: Path) -> Converted:
+def convert_tasks_model(
+    model, profile: TargetProfile, representative: np.ndarray, sequence_length: int, vocab: Path, train_texts: list[bytes]
+) -> Converted:
     """The Tasks-ready model (``tasks_model.py``), full INT8 calibrated on ``representative.npy`` in MediaPipe's layout, with
-    MediaPipe's vocabulary (the training tokens and the aliases) for its metadata."""
+    MediaPipe's vocabulary (the training tokens and the aliases, those of the training texts' words included) for its metadata."""
     import tensorflow as tf
 
-    vocab_text, remap = mediapipe_vocabulary(vocab)
+    vocab_text, remap = mediapipe_vocabulary(vocab, train_texts)
     converter = make_converter(tasks_model(model, sequence_length, remap), "int8", profile, None)
     converter.representative_dataset = representative_dataset(representative)
     converter.inference_output_type = tf.float32  # MediaPipe refuses an int8 output tensor
@@ -427,7 +430,8 @@ def convert_tasks_model(model, profile: TargetProfile, representative: np.ndarra
         "output": "softmax scores (float32)",
         "aliases": int(np.count_nonzero(remap != np.arange(len(remap)))),  # a training id maps to itself, an alias elsewhere
         "aliases_why": "MediaPipe's tokenizer lowercases ASCII only: each punctuation mark or symbol that training's normalization "
-        "turns into one token (a full-width comma into ',') is added to its vocabulary and mapped to that token's id in the model",
+        "turns into one token (a full-width comma into ','), and each WordPiece of the training texts' non-ASCII words as MediaPipe "
+        "spells it ('Últ' for 'ult'), is added to its vocabulary and mapped to that token's id in the model",
     }
     return Converted(content, settings, {"tasks_model": layout}, vocab_text=vocab_text)
 
@@ -524,7 +528,10 @@ def convert_in(
             raise StageError(
                 f"{where}: {artifact} needs lower_case = true in [tokenizer] of {inputs.hparams}: MediaPipe's BertTokenizer always lowercases"
             )
-        converted = convert_tasks_model(model, profile, representative, hparams.tokenizer.sequence_length, inputs.vocab)
+        if inputs.train_records is None:
+            raise StageError(f"{where}: {artifact} needs the training split's texts for its vocabulary's aliases (--train)")
+        train_texts, _ = read_split(inputs.train_records)
+        converted = convert_tasks_model(model, profile, representative, hparams.tokenizer.sequence_length, inputs.vocab, train_texts)
     elif row.calibrated:
         judge = ladder_judge(artifact, reference, val_ids, val_labels, profile, environment)
         converted = quantize_by_ladder(artifact, model, profile, representative, judge, where)
@@ -612,6 +619,7 @@ def drive(args: argparse.Namespace) -> None:
         args.test_ids,
         args.representative,
         args.test,
+        args.train,
     )
     report = convert(args.artifact, inputs, profile, parsed("tflite", args), args.runtime_env, args.writer_env)
     figures = report["validation_parity"]
