@@ -70,7 +70,9 @@ def mediapipe_vocabulary(vocab: Path, texts: list[bytes]) -> tuple[str, np.ndarr
 
 
 #: MediaPipe's BertTokenizer's default delimiters (``kDefaultDelimRe``): ASCII whitespace separates words, and ASCII
-#: punctuation, Unicode punctuation (P*) and these CJK ideograph ranges are tokens of their own.
+#: punctuation, Unicode punctuation (P*) and these CJK ideograph ranges are tokens of their own. The same ranges as
+#: tensorflow-text's (``board/wordpiece.py``), BERT's both, but MediaPipe's to follow: and the board's tokenizer stays
+#: out of the tflite stage's code, so that editing it reruns only the bundle.
 MEDIAPIPE_CJK = (
     (0x4E00, 0x9FFF),
     (0x3400, 0x4DBF),
