@@ -59,14 +59,19 @@ def mediapipe_vocabulary(vocab: Path, texts: list[bytes]) -> tuple[str, np.ndarr
     tokens = training.splitlines()
     known = set(tokens)
     marks = [chr(point) for point in ALIAS_RANGE if unicodedata.category(chr(point)).startswith(("P", "S")) and chr(point) not in known]
-    # Two ids each: one token, then padding, is a mark training reads as exactly one known token.
-    ids = token_ids(vocab, True, [mark.encode("utf-8") for mark in marks], 2)
-    unknown = tokens.index(UNK)
-    aliased = [(mark, int(first)) for mark, (first, second) in zip(marks, ids) if first not in (0, unknown) and second == 0]
+    aliased = list(single_token_readings(vocab, marks).items())
     marked = known | {mark for mark, _ in aliased}
     aliased += sorted((alias, target) for alias, target in word_aliases(vocab, texts).items() if alias not in marked)
     remap = np.array([*range(len(tokens)), *(target for _, target in aliased)], np.int32)
     return training + "".join(f"{alias}\n" for alias, _ in aliased), remap
+
+
+def single_token_readings(vocab: Path, chars: list[str]) -> dict[str, int]:
+    """Each of ``chars`` that training's tokenizer reads, alone, as exactly one known token -> that token's id, in ``chars``' order."""
+    unknown = vocab.read_text(encoding="utf-8").splitlines().index(UNK)
+    # Two ids each: one token, then padding, is a character read as exactly one known token.
+    ids = token_ids(vocab, True, [char.encode("utf-8") for char in chars], 2)
+    return {char: int(first) for char, (first, second) in zip(chars, ids) if first not in (0, unknown) and second == 0}
 
 
 #: MediaPipe's BertTokenizer's default delimiters (``kDefaultDelimRe``): ASCII whitespace separates words, and ASCII
@@ -124,11 +129,7 @@ def word_aliases(vocab: Path, texts: list[bytes]) -> dict[str, int]:
     chars = sorted({char for word in words for char in word})
     # Training's reading of each character alone: one single-character token, or the words holding it get no alias
     # (ß reads as ss, a combining mark as nothing).
-    single = {
-        char: tokens[first]
-        for char, (first, second) in zip(chars, token_ids(vocab, True, [char.encode("utf-8") for char in chars], 2))
-        if first not in (0, unknown) and second == 0 and len(tokens[first]) == 1
-    }
+    single = {char: tokens[piece] for char, piece in single_token_readings(vocab, chars).items() if len(tokens[piece]) == 1}
     words = [word for word in words if all(char in single for char in word)]
     longest = max(map(len, words), default=0)
     aliases: dict[str, int] = {}

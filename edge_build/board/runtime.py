@@ -69,15 +69,20 @@ class Runtime:
     dependencies: tuple[str, ...] | None = None
 
     @property
+    def wheel(self) -> str:
+        """Its own pip requirement, pinned: ``name==version``."""
+        return f"{self.name}=={self.version}"
+
+    @property
     def requirements(self) -> tuple[str, ...]:
         """pip requirements installed with their dependencies (beside the stack's numpy): its wheel, or its chosen ``dependencies``."""
-        return (f"{self.name}=={self.version}",) if self.dependencies is None else self.dependencies
+        return (self.wheel,) if self.dependencies is None else self.dependencies
 
     @property
     def no_deps_requirements(self) -> tuple[str, ...]:
         """pip requirements installed after ``requirements`` without their dependencies: its wheel where its dependencies
         are chosen, then its companions."""
-        return (() if self.dependencies is None else (f"{self.name}=={self.version}",)) + self.companions
+        return (() if self.dependencies is None else (self.wheel,)) + self.companions
 
     def runs(self, inputs: str) -> bool:
         """Whether this runtime runs a model that takes ``inputs`` (an artifact row's ``inputs``)."""
