@@ -64,7 +64,7 @@ def time_pipelines(inputs: TrainInputs, hparams, variants: dict, runs: int) -> d
     for _ in range(runs):
         for name, options in variants.items():
             dataset = make_dataset(
-                inputs.train_records,
+                inputs.train,
                 tokenizer,
                 hparams.tokenizer.sequence_length,
                 training.batch_size,
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     build = args.build_dir.resolve()
     layout = Layout(build)
     inputs = TrainInputs(layout.data.split("train"), layout.data.split("val"), layout.data.labels, layout.vocab, HPARAMS, MODEL_SOURCE)
-    needed = [inputs.train_records, inputs.val_records, inputs.labels, inputs.vocab, layout.data.window]
+    needed = [inputs.train, inputs.val, inputs.labels, inputs.vocab, layout.data.window]
     if missing_outputs(needed, "build the data, the vocabulary and the data report first: scons data-report"):
         return 2
     hparams = load_hyperparameters(HPARAMS).with_window(window.read(layout.data.window))
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     training = time_training(inputs, hparams, training_runs)
     settings = {
         "build_dir": str(build),
-        "train_examples": count_records(inputs.train_records),
+        "train_examples": count_records(inputs.train),
         "batch_size": hparams.training.batch_size,
         "runs": {"pipeline": pipeline_runs, "training": training_runs},
         "variants": {name: dataclasses.asdict(options) for name, options in variants.items()},

@@ -16,6 +16,9 @@ import argparse
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
+
+_Inputs = TypeVar("_Inputs")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -236,6 +239,26 @@ STAGE_FILES: dict[str, StageFiles] = {
 def parsed(stage: str, args: argparse.Namespace, side: str = "outputs") -> dict[str, Path]:
     """A parsed command line's declared ``side`` ("inputs" or "outputs"), by name."""
     return {file.name: getattr(args, file.name) for file in getattr(STAGE_FILES[stage], side)}
+
+
+def stage_inputs(stage: str, inputs_class: type[_Inputs], args: argparse.Namespace, **extra: Any) -> _Inputs:
+    """A stage's inputs dataclass built by field name from its parsed command line.
+
+    Each field of ``inputs_class`` takes the declared input file of the same name from ``args``, or a value
+    passed in ``extra`` (one that is not a declared file: ``lower_case``, a sequence length). A field that
+    is neither, an ``extra`` that is no field or that names a declared file, raises ValueError: a field and
+    a declaration that drift apart fail loudly rather than swap two paths."""
+    if not dataclasses.is_dataclass(inputs_class):
+        raise TypeError(f"stage {stage}: {inputs_class!r} is not a dataclass")
+    fields = [field.name for field in dataclasses.fields(inputs_class)]
+    declared = {file.name for file in STAGE_FILES[stage].inputs}
+    if clash := sorted(declared & set(extra)):
+        raise ValueError(f"stage {stage}: {clash} passed as extra values but declared as input files")
+    if unknown := sorted(set(extra) - set(fields)):
+        raise ValueError(f"stage {stage}: extra values {unknown} are no fields of {inputs_class.__name__}")
+    if strays := [name for name in fields if name not in declared and name not in extra]:
+        raise ValueError(f"stage {stage}: {inputs_class.__name__} fields {strays} are no declared inputs ({sorted(declared)}) nor passed")
+    return inputs_class(**{name: extra[name] if name in extra else getattr(args, name) for name in fields})
 
 
 def add_files(stage: str, parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -26,8 +26,8 @@ from edge_build.tokenizer import encode, load_tokenizer
 
 @dataclasses.dataclass(frozen=True)
 class TrainInputs:
-    train_records: Path
-    val_records: Path
+    train: Path
+    val: Path
     labels: Path
     vocab: Path
     hparams: Path
@@ -116,6 +116,19 @@ def count_records(records: Path) -> int:
     return int(tf.data.TFRecordDataset(str(records)).reduce(0, lambda n, _: n + 1))
 
 
+def run_epoch(step_fn, data, progress=None) -> tuple[float, float, int]:
+    """One pass of ``step_fn`` over ``data``: the mean loss, the accuracy and the examples seen (``progress``: a Progbar to advance)."""
+    loss_total, correct_total, seen = 0.0, 0, 0
+    for batch in data:
+        loss_sum, correct, examples = step_fn(batch)
+        loss_total += float(loss_sum)
+        correct_total += int(correct)
+        seen += int(examples)
+        if progress is not None:
+            progress.add(1, values=[("loss", loss_total / seen), ("accuracy", correct_total / seen)])
+    return loss_total / seen, correct_total / seen, seen
+
+
 def train(
     inputs: TrainInputs,
     hparams: Hyperparameters,
@@ -142,10 +155,10 @@ def train(
         step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
     train_data = distribute(
         strategy,
-        make_dataset(inputs.train_records, tokenizer, sequence_length, training.batch_size, training.shuffle_buffer, training.seed, pipeline),
+        make_dataset(inputs.train, tokenizer, sequence_length, training.batch_size, training.shuffle_buffer, training.seed, pipeline),
     )
-    val_data = distribute(strategy, make_dataset(inputs.val_records, tokenizer, sequence_length, training.batch_size, pipeline=pipeline))
-    train_examples = count_records(inputs.train_records)
+    val_data = distribute(strategy, make_dataset(inputs.val, tokenizer, sequence_length, training.batch_size, pipeline=pipeline))
+    train_examples = count_records(inputs.train)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
 
     def sums(per_example_loss, logits, y):
@@ -184,17 +197,6 @@ def train(
     @tf.function(input_signature=(val_data.element_spec,))
     def eval_step(batch):
         return [total(result) for result in strategy.run(replica_eval_step, args=batch)]
-
-    def run_epoch(step_fn, data, progress=None):
-        loss_total, correct_total, seen = 0.0, 0, 0
-        for batch in data:
-            loss_sum, correct, examples = step_fn(batch)
-            loss_total += float(loss_sum)
-            correct_total += int(correct)
-            seen += int(examples)
-            if progress is not None:
-                progress.add(1, values=[("loss", loss_total / seen), ("accuracy", correct_total / seen)])
-        return loss_total / seen, correct_total / seen, seen
 
     steps_per_epoch = math.ceil(train_examples / training.batch_size)
     epochs, best, best_weights = [], None, None
@@ -239,8 +241,16 @@ def train(
         "best_val_loss": best["val_loss"],
         "epochs": epochs,
     }
-    # Every worker ends with the same weights; only the chief writes them, so that workers
-    # sharing a file system never write the same paths at once.
+    write_outputs(strategy, model, log, weights_out, log_out)
+    return log
+
+
+def write_outputs(strategy, model, log: dict, weights_out: Path, log_out: Path) -> None:
+    """The trained weights and the log, written by the chief alone.
+
+    Every worker ends with the same weights; only the chief writes them, so that workers
+    sharing a file system never write the same paths at once.
+    """
     if strategy.extended.should_checkpoint:
         with atomic_outputs(weights_out, log_out) as (weights_tmp, log_tmp):
             model.save_weights(str(weights_tmp))
@@ -248,4 +258,3 @@ def train(
     else:
         resolver = strategy.cluster_resolver
         print(f"train: {resolver.task_type} {resolver.task_id} is not the chief: the chief writes {weights_out.name} and {log_out.name}", flush=True)
-    return log

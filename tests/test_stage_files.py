@@ -1,10 +1,13 @@
 """Each stage's files are declared once (edge_build.stage_files): SConstruct's command lines and the stages' parsers agree."""
 
+import argparse
+import dataclasses
 import importlib
+from pathlib import Path
 
 import pytest
 
-from edge_build.stage_files import STAGE_FILES, command_files
+from edge_build.stage_files import STAGE_FILES, command_files, stage_inputs
 from edge_build.stages import __path__ as stages_path
 
 
@@ -46,3 +49,45 @@ def test_an_undeclared_or_missing_file_is_a_wiring_error():
         command_files("vocab", {"train": "a", "val": "b"}, {"vocab": "v"})
     with pytest.raises(ValueError, match=r"stage vocab: required outputs \['vocab'\] not given"):
         command_files("vocab", {"train": "a"})
+
+
+def full_command_line(stage: str) -> list[str]:
+    """Every declared file of ``stage`` on its command line, each at a path named after it."""
+    files = STAGE_FILES[stage]
+    return [f"{file.flag}=/{file.name}" for file in (*files.inputs, *files.outputs)]
+
+
+@pytest.mark.parametrize(
+    ("stage", "module", "class_name", "extra"),
+    [
+        ("calibrate", "edge_build.stages.calibrate", "CalibrationInputs", {"lower_case": True, "sequence_length": 24}),
+        ("evaluate", "edge_build.evaluation", "EvaluationInputs", {}),
+        ("manifest", "edge_build.stages.manifest", "ManifestInputs", {}),
+        ("train", "edge_build.training", "TrainInputs", {}),
+        ("report", "edge_build.stages.report", "ReportInputs", {}),
+    ],
+)
+def test_a_stage_builds_its_inputs_by_declared_name(stage: str, module: str, class_name: str, extra: dict):
+    args = importlib.import_module(f"edge_build.stages.{stage}").build_parser().parse_args(full_command_line(stage))
+    inputs = stage_inputs(stage, getattr(importlib.import_module(module), class_name), args, **extra)
+    for field in dataclasses.fields(inputs):
+        assert getattr(inputs, field.name) == extra.get(field.name, Path(f"/{field.name}"))
+
+
+@dataclasses.dataclass(frozen=True)
+class VocabInputs:
+    train: Path
+    lower_case: bool = True
+
+
+def test_an_inputs_field_that_is_no_declared_file_nor_passed_fails_loudly():
+    args = argparse.Namespace(train=Path("t.tfrecord"), vocab=Path("v.txt"))
+    assert stage_inputs("vocab", VocabInputs, args, lower_case=False) == VocabInputs(Path("t.tfrecord"), False)
+    with pytest.raises(ValueError, match=r"stage vocab: VocabInputs fields \['lower_case'\] are no declared inputs \(\['train'\]\) nor passed"):
+        stage_inputs("vocab", VocabInputs, args)
+    with pytest.raises(ValueError, match=r"stage vocab: \['train'\] passed as extra values but declared as input files"):
+        stage_inputs("vocab", VocabInputs, args, train=Path("other"), lower_case=True)
+    with pytest.raises(ValueError, match=r"stage vocab: extra values \['size'\] are no fields of VocabInputs"):
+        stage_inputs("vocab", VocabInputs, args, lower_case=True, size=3)
+    with pytest.raises(ValueError, match=r"stage data: VocabInputs fields \['train'\] are no declared inputs"):
+        stage_inputs("data", VocabInputs, argparse.Namespace(train=Path("t")), lower_case=True)

@@ -65,6 +65,23 @@ class Board:
         return re.sub(r"[^A-Za-z0-9.-]+", "-", plain).strip("-.") or "board"
 
 
+def query_options(query: str, where: str) -> dict[str, str]:
+    """The options after ``?`` in a board's address (``QUERY_KEYS``), each given once, non-empty and safe to pass on."""
+    parsed = parse_qs(query, keep_blank_values=True)
+    unknown = sorted(set(parsed) - set(QUERY_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown option(s) {', '.join(unknown)} (allowed: {', '.join(QUERY_KEYS)})")
+    options = {}
+    for key, values in parsed.items():
+        if len(values) != 1 or not values[0]:
+            raise ConfigError(f"{where}: option {key} needs exactly one non-empty value")
+        # Percent-escapes decode to any character: a NUL or a line break would reach the board's shell or the ssh call.
+        if any(unicodedata.category(character) == "Cc" for character in values[0]) or values[0].startswith("-"):
+            raise ConfigError(f"{where}: option {key} is {values[0]!r} (allowed: a path with no control character, not starting with '-')")
+        options[key] = values[0]
+    return options
+
+
 def parse_board(text: str) -> Board:
     """One ``ssh://`` address; a malformed one raises ``ConfigError`` naming it and what is allowed."""
     allowed = "ssh://[USER@]HOST[:PORT][?python=PATH&cache=DIR]"
@@ -84,18 +101,7 @@ def parse_board(text: str) -> Board:
         raise ConfigError(f"{where}: no host (allowed: {allowed})")
     if parts.path not in ("", "/") or parts.fragment:
         raise ConfigError(f"{where}: unexpected '{parts.path}{'#' + parts.fragment if parts.fragment else ''}' (allowed: {allowed})")
-    query = parse_qs(parts.query, keep_blank_values=True)
-    unknown = sorted(set(query) - set(QUERY_KEYS))
-    if unknown:
-        raise ConfigError(f"{where}: unknown option(s) {', '.join(unknown)} (allowed: {', '.join(QUERY_KEYS)})")
-    options = {}
-    for key, values in query.items():
-        if len(values) != 1 or not values[0]:
-            raise ConfigError(f"{where}: option {key} needs exactly one non-empty value")
-        # Percent-escapes decode to any character: a NUL or a line break would reach the board's shell or the ssh call.
-        if any(unicodedata.category(character) == "Cc" for character in values[0]) or values[0].startswith("-"):
-            raise ConfigError(f"{where}: option {key} is {values[0]!r} (allowed: a path with no control character, not starting with '-')")
-        options[key] = values[0]
+    options = query_options(parts.query, where)
     # urlsplit lowercases the host name; a Host entry of the ssh configuration keeps its case.
     host = parts.netloc.rpartition("@")[2]
     host = host[1 : host.index("]")] if host.startswith("[") else host.partition(":")[0]

@@ -32,7 +32,7 @@ from edge_build.config.calibration import CalibrationConfig, load_calibration
 from edge_build.errors import ConfigError, StageError
 from edge_build.records import read_labels, read_rows
 from edge_build.special_tokens import PAD_ID, UNK_ID
-from edge_build.stage_files import add_files, parsed
+from edge_build.stage_files import add_files, parsed, stage_inputs
 from edge_build.tfrecord import read_split
 
 #: Fewer samples than this give activation ranges worth a warning.
@@ -82,7 +82,7 @@ def read_field_samples(path: Path) -> list[tuple[str, str]]:
 class CalibrationInputs:
     """What the representative set is drawn from: the split the configuration names, its ids, the label names and the vocabulary."""
 
-    split_records: Path
+    split: Path
     split_ids: Path
     labels: Path
     vocab: Path
@@ -99,7 +99,7 @@ def build_calibration(config_path: Path, inputs: CalibrationInputs, out: Mapping
     rows: list[np.ndarray] = []
     per_class: dict[str, int] = {}
     if config.samples:
-        _, split_labels = read_split(inputs.split_records)
+        _, split_labels = read_split(inputs.split)
         split_ids = read_rows(inputs.split_ids, len(split_labels))
         for index in draw_stratified(split_labels, config.samples, config.seed):
             rows.append(split_ids[index])
@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def drive(args: argparse.Namespace) -> None:
-    inputs = CalibrationInputs(args.split, args.split_ids, args.labels, args.vocab, args.lower_case, window.read(args.window))
+    inputs = stage_inputs("calibrate", CalibrationInputs, args, lower_case=args.lower_case, sequence_length=window.read(args.window))
     summary = build_calibration(args.config, inputs, parsed("calibrate", args))
     field = summary["field_samples"]["count"]
     print(f"calibrate: {summary['samples']} samples ({field} from field samples) -> {args.representative}")

@@ -12,7 +12,7 @@ import sys
 
 from edge_build import cli, window
 from edge_build.config.hparams import load_hyperparameters
-from edge_build.stage_files import add_files
+from edge_build.stage_files import add_files, stage_inputs
 from edge_build.training import TrainInputs, train
 
 
@@ -26,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def drive(args: argparse.Namespace) -> None:
     hparams = load_hyperparameters(args.hparams).with_training(epochs=args.epochs, seed=args.seed).with_window(window.read(args.window))
-    inputs = TrainInputs(args.train, args.val, args.labels, args.vocab, args.hparams, args.model_source)
+    inputs = stage_inputs("train", TrainInputs, args)
     log = train(inputs, hparams, args.weights, args.log)
     print(f"train: best epoch {log['best_epoch']}/{len(log['epochs'])}, val accuracy {log['best_val_accuracy']:.4f} -> {args.weights}")
 
