@@ -33,11 +33,12 @@ from common import (
     write_results,
 )
 
-from edge_build import parity
+from edge_build.artifacts import ARTIFACTS
+from edge_build.board.decision import breaches
 from edge_build.config.profile import load_profile
+from edge_build.convert.recipes import RECIPES
 from edge_build.errors import EdgeBuildError
 from edge_build.layout import Layout
-from edge_build.recipes import RECIPES
 
 THREADS = (1, 2)
 COMPARISON_RUNTIME = "ai-edge-litert"
@@ -55,7 +56,7 @@ class Variant:
     gate: str  # the profile tolerances it must meet: those of tflite_fp32 or tflite_int8
 
 
-#: The quantization ladder's recipes (``edge_build.recipes``), converted as the tflite stage converts them, then other choices.
+#: The quantization ladder's recipes (``edge_build.convert.recipes``), converted as the tflite stage converts them, then other choices.
 VARIANTS = (
     *(Variant(name, recipe.description, "tflite_int8") for name, recipe in RECIPES.items()),
     Variant("int8_int8_logits", "full-integer INT8, per-tensor dense, int8 logits", "tflite_int8"),
@@ -69,7 +70,7 @@ def convert_all(layout: Layout, profile, out_dir: Path) -> dict[str, Path]:
     import numpy as np
     import tensorflow as tf
 
-    from edge_build.tflite_host import make_converter, quiet_tensorflow_lite
+    from edge_build.convert.converter import make_converter, quiet_tensorflow_lite
 
     model = trained_model(layout)
     representative = np.load(layout.representative)
@@ -95,7 +96,7 @@ def measure(environment: dict, variant: Variant, path: Path, golden: Path, profi
         row["problems"] = [first["status"]]
     else:
         row["parity"] = first["parity"]
-        row["problems"] = parity.breaches(variant.gate, first["parity"], profile.tolerances)
+        row["problems"] = breaches(ARTIFACTS[variant.gate].parity, first["parity"], profile.tolerances.limits())
     row["runs_correctly"] = not row["problems"] and all(r["status"] == "ok" for r in row["tflite_runtime"].values())
     timed = {t: r["latency"]["p50_us"] for t, r in row["tflite_runtime"].items() if r["status"] == "ok"}
     if timed:

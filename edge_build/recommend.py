@@ -18,7 +18,9 @@ candidate: its p50 includes the tokenizer that an ids model leaves to the caller
   INT8 only where that version's default XNNPACK delegate runs quantized ops
   (``Runtime.quantized_xnnpack``), then the smallest file. The record says so.
 
-Standard library only: the report, the manifest and the board report share it.
+The runtime checks decide and write ``recommended.json``; the report reads it back and
+words each choice with ``explained``, deciding nothing again. The board report decides
+from a board's own timings. Standard library only: the report, the manifest and the board report share it.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from collections.abc import Mapping
 from edge_build.artifacts import ARTIFACTS
 from edge_build.board.runtime import Runtime
 from edge_build.config.profile import TargetProfile
-from edge_build.typed_records import CheckTable, Evaluation
+from edge_build.typed_records import CheckTable, Evaluation, Recommended
 
 #: A p50 within this factor of the fastest, or this many microseconds of it, is a tie: size decides among the tied.
 TIE = 1.2
@@ -37,22 +39,33 @@ TIE_US = 1.0
 
 def recommend(checks: CheckTable, sizes: Mapping[str, int], rows: Mapping[str, Runtime], max_bytes: int | None = None) -> dict[str, dict]:
     """Per runtime that ran a candidate: ``artifact``, ``measured`` (timings decided) and ``why``, in one sentence."""
-    per_runtime: dict[str, list] = {}
-    for outcome in checks.ran():
-        if ARTIFACTS[outcome.artifact].inputs == "ids" and (max_bytes is None or sizes[outcome.artifact] <= max_bytes):
-            per_runtime.setdefault(outcome.runtime, []).append(outcome)
     chosen = {}
-    for runtime, outcomes in per_runtime.items():
+    for runtime, outcomes in candidates(checks, sizes, max_bytes).items():
         emulated = any(o.record["emulated"] for o in outcomes)
         chosen[runtime] = by_rule(outcomes, sizes, rows[runtime]) if emulated else by_timing(outcomes, sizes)
     return chosen
+
+
+def candidates(checks: CheckTable, sizes: Mapping[str, int], max_bytes: int | None) -> dict[str, list]:
+    """Per runtime, the outcomes of the models it may recommend that ran there within the size budget, in the order they ran."""
+    per_runtime: dict[str, list] = {}
+    for outcome in checks.ran():
+        if ARTIFACTS[outcome.artifact].interface_row.recommended and (max_bytes is None or sizes[outcome.artifact] <= max_bytes):
+            per_runtime.setdefault(outcome.runtime, []).append(outcome)
+    return per_runtime
 
 
 def by_timing(outcomes: list, sizes: Mapping[str, int]) -> dict:
     p50 = {o.artifact: o.record["latency"]["p50_us"] for o in outcomes}
     fastest = min(p50, key=lambda name: (p50[name], sizes[name]))
     tied = [name for name in p50 if p50[name] <= max(TIE * p50[fastest], p50[fastest] + TIE_US)]
-    best = min(tied, key=lambda name: (sizes[name], p50[name]))
+    return timed(min(tied, key=lambda name: (sizes[name], p50[name])), outcomes, sizes)
+
+
+def timed(best: str, outcomes: list, sizes: Mapping[str, int]) -> dict:
+    """``best``, decided by the timings of ``outcomes``, with the p50s that decided it in its ``why``."""
+    p50 = {o.artifact: o.record["latency"]["p50_us"] for o in outcomes}
+    fastest = min(p50, key=lambda name: (p50[name], sizes[name]))
     others = "; ".join(f"{name} {p50[name]:.1f} µs" for name in p50 if name != best)
     if best == fastest:
         why = f"fastest p50 ({p50[best]:.1f} µs" + (f"; {others})" if others else ")")
@@ -64,7 +77,11 @@ def by_timing(outcomes: list, sizes: Mapping[str, int]) -> dict:
 def by_rule(outcomes: list, sizes: Mapping[str, int], row: Runtime) -> dict:
     names = [o.artifact for o in outcomes]
     usable = [name for name in names if ARTIFACTS[name].precision != "int8" or row.quantized_xnnpack]
-    best = min(usable or names, key=lambda name: sizes[name])
+    return ruled(min(usable or names, key=lambda name: sizes[name]), sizes, row)
+
+
+def ruled(best: str, sizes: Mapping[str, int], row: Runtime) -> dict:
+    """``best``, decided by the runtime table's row, with the row's fact in its ``why``."""
     choice = "runs quantized ops, so the smallest model" if row.quantized_xnnpack else "runs no quantized op, so the smallest float model"
     why = f"emulated, so the runtime table decides: {row.name} {row.version}'s XNNPACK delegate {choice}"
     return {"artifact": best, "measured": False, "p50_us": None, "size_bytes": sizes[best], "why": why}
@@ -73,6 +90,17 @@ def by_rule(outcomes: list, sizes: Mapping[str, int], row: Runtime) -> dict:
 def for_target(checks: CheckTable, sizes: Mapping[str, int], profile: TargetProfile) -> dict[str, dict]:
     """``recommend`` with a target's runtimes' rows and its ``[deploy]`` budget."""
     return recommend(checks, sizes, {r.name: r.row for r in profile.runtimes}, profile.deploy.max_bytes)
+
+
+def explained(recommended: Recommended, checks: CheckTable, sizes: Mapping[str, int], profile: TargetProfile) -> dict[str, dict]:
+    """``recommended.json``'s choices as ``recommend`` gives them (``measured``, ``size_bytes``, ``why``), decided nothing
+    again: the choice is the record's; its ``why`` quotes the checks' p50s on that runtime, or the runtime table's row."""
+    outcomes = candidates(checks, sizes, profile.deploy.max_bytes)
+    rows = {r.name: r.row for r in profile.runtimes}
+    return {
+        runtime: timed(c["artifact"], outcomes[runtime], sizes) if c["decided_by"] == "timing" else ruled(c["artifact"], sizes, rows[runtime])
+        for runtime, c in recommended.runtimes.items()
+    }
 
 
 def deployable(chosen: Mapping[str, dict]) -> dict[str, dict]:

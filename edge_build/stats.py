@@ -2,7 +2,8 @@
 
 Test splits are small (a few hundred examples for BBC News), so an accuracy is
 reported with its interval, and two models scored on the same examples are
-compared on the examples where exactly one of them is right.
+compared on the examples where exactly one of them is right. What decides a
+gate (its bounds, the p50's interval) is ``board.decision``'s.
 """
 
 from __future__ import annotations
@@ -56,33 +57,3 @@ def mcnemar_exact(a_correct, b_correct) -> dict:
     discordant = a_only + b_only
     p_value = min(1.0, 2 * _binomial_half_cdf(min(a_only, b_only), discordant)) if discordant else 1.0
     return {"a_only": a_only, "b_only": b_only, "discordant": discordant, "p_value": p_value}
-
-
-def bootstrap_interval(samples, statistic=np.median, confidence: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """The percentile bootstrap interval of ``statistic`` (a function of a 1-D array along ``axis=-1``) over ``samples``.
-
-    Seeded: the same samples always give the same interval, so a report is reproducible from its data.
-    """
-    values = np.asarray(samples, dtype=np.float64)
-    if values.ndim != 1 or len(values) == 0:
-        raise ValueError(f"need a non-empty 1-D array, got shape {values.shape}")
-    drawn = values[np.random.default_rng(seed).integers(0, len(values), size=(resamples, len(values)))]
-    estimates = statistic(drawn, axis=-1)
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(estimates, [tail, 100 - tail])
-    return float(low), float(high)
-
-
-def samples_to_decide(samples: int, interval: tuple[float, float], estimate: float, limit: float) -> float | None:
-    """How many samples would bring ``limit`` outside the interval around ``estimate``, or ``None`` if it already lies outside.
-
-    An interval's half-width shrinks as 1/sqrt(samples); the answer assumes the spread stays what it was.
-    """
-    low, high = interval
-    if not low <= limit <= high:
-        return None
-    half_width = (high - low) / 2
-    distance = abs(limit - estimate)
-    if distance == 0:
-        return math.inf  # a limit exactly at the estimate: no number of samples decides it
-    return math.ceil(samples * (half_width / distance) ** 2)

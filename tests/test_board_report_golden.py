@@ -15,7 +15,7 @@ from conftest import REPO
 from edge_build import recommend
 from edge_build.config.profile import read_profile
 from edge_build.stages import board_report
-from edge_build.typed_records import Evaluation, RuntimeChecks
+from edge_build.typed_records import Evaluation, RuntimeCheckRecord
 
 RECORDS = REPO / "tests" / "testdata" / "board_report"
 
@@ -24,7 +24,7 @@ def rendered_page() -> str:
     result = json.loads((RECORDS / "result.json").read_text(encoding="utf-8"))
     sizes = recommend.sizes_of(Evaluation.read(RECORDS / "eval.json"))
     profile = read_profile(RECORDS / "tiny.toml")
-    return board_report.board_report([result], RuntimeChecks.read(RECORDS / "runtime_checks.json"), sizes, profile)
+    return board_report.board_report([result], RuntimeCheckRecord.read(RECORDS / "runtime_checks.json"), sizes, profile)
 
 
 def test_the_board_report_matches_the_golden_file(golden):

@@ -25,11 +25,11 @@ import pytest
 from conftest import REPO, TINY_PROFILE, with_litert, write_profile
 
 from edge_build import cli
+from edge_build.board.decision import p50_interval, samples_to_decide
 from edge_build.config.boards import Board, parse_board, parse_boards
 from edge_build.errors import ConfigError
 from edge_build.layout import Target
 from edge_build.stages import board_check, board_report
-from edge_build.stats import bootstrap_interval, samples_to_decide
 
 
 @pytest.fixture
@@ -279,8 +279,8 @@ def test_board_addresses_are_parsed_and_refused_in_one_line():
 def test_a_p50_interval_and_the_invokes_that_would_decide_a_budget():
     rng = np.random.default_rng(1)
     invokes = rng.lognormal(np.log(100.0), 0.2, size=400)
-    low, high = bootstrap_interval(invokes)
-    assert low < np.median(invokes) < high and bootstrap_interval(invokes) == (low, high)  # seeded: reproducible
+    low, high = p50_interval(invokes)
+    assert low < np.median(invokes) < high and p50_interval(invokes) == (low, high)  # seeded: reproducible
     assert samples_to_decide(400, (low, high), float(np.median(invokes)), 1000.0) is None  # a budget far away is decided
     inside = (low + np.median(invokes)) / 2
     needed = samples_to_decide(400, (low, high), float(np.median(invokes)), inside)

@@ -125,7 +125,8 @@ def run_bench(environment: dict, folder: Path, *args: str) -> subprocess.Complet
 
 
 def test_the_board_refuses_an_accuracy_drop_the_build_refuses(tiny_artifacts, tiny_bundle, tmp_path: Path):
-    from edge_build import parity
+    from edge_build.artifacts import ARTIFACTS
+    from edge_build.board.decision import breaches
 
     # INT8 by name: the bundle's default model on a runtime is whichever the checks' timings favoured.
     quick = ("--model", "tflite_int8", "--runs", "1", "--warmup", "0")
@@ -178,7 +179,9 @@ def test_the_board_refuses_an_accuracy_drop_the_build_refuses(tiny_artifacts, ti
     assert figures["top1_agreement"] == pytest.approx(10 / 12) and figures["accuracy"] == pytest.approx(10 / 12)
     assert figures["reference_accuracy"] == 1.0
     # The build's gate, on the same figures, breaks on exactly the same check.
-    assert parity.breaches("tflite_int8", figures, profile.tolerances) == ["accuracy drop 0.166667 (allowed <= 0.1, int8_max_accuracy_drop)"]
+    assert breaches(ARTIFACTS["tflite_int8"].parity, figures, profile.tolerances.limits()) == [
+        "accuracy drop 0.166667 (allowed <= 0.1, int8_max_accuracy_drop)"
+    ]
 
 
 def test_a_model_is_named_by_artifact_or_file_name_positionally_or_with_model(tiny_bundle, tmp_path: Path):

@@ -1,4 +1,4 @@
-"""The parity rule (``board.parity``, ``board.decision``): float bounds that scale with the logits, and one decision rule for proportions.
+"""The parity rule (``board.parity``'s figures, ``board.decision``'s verdicts): float bounds that scale with the logits, and one decision rule for proportions.
 
 No model here: figures are made by hand, or by ``compare`` on made-up logits, so each boundary is exact.
 """
@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from conftest import REPO
 
-from edge_build import parity
 from edge_build.artifacts import ARTIFACTS
 from edge_build.board import decision
-from edge_build.board.parity import compare, verdicts
+from edge_build.board.decision import verdicts
+from edge_build.board.parity import compare
 from edge_build.config.profile import FLOAT16_ROUNDOFF, Tolerances, load_profile
 from edge_build.errors import StageError
 from edge_build.layout import Target
@@ -35,6 +35,15 @@ def agreement_figures(agreeing: int, n: int, only_reference: int = 0, only_candi
         "only_candidate_correct": only_candidate,
         "logit_scale": 5.0,
     }
+
+
+def judge(artifact: str, figures: dict, tolerances: Tolerances, on_gpu: bool = False) -> list[dict]:
+    """The artifact's checks judged as the build judges them: its row's checks, the profile's limits."""
+    return verdicts(ARTIFACTS[artifact].parity, figures, tolerances.limits(on_gpu))
+
+
+def breaches(artifact: str, figures: dict, tolerances: Tolerances, on_gpu: bool = False) -> list[str]:
+    return decision.messages(judge(artifact, figures, tolerances, on_gpu), "fail")
 
 
 def test_the_exact_bounds_match_clopper_pearson():
@@ -100,27 +109,25 @@ def test_the_float16_bound_scales_with_the_logits():
     for scale, error, verdict in ((40.0, 0.035, "pass"), (40.0, 0.045, "fail"), (5.0, 0.004, "pass"), (5.0, 0.006, "fail")):
         figures = compare(*large_logit_outputs(scale, error))
         assert figures["logit_scale"] == pytest.approx(scale, rel=1e-6)
-        (judged,) = parity.judge("tflite_fp16", figures, Tolerances())
+        (judged,) = judge("tflite_fp16", figures, Tolerances())
         assert judged["limit"] == pytest.approx(2 * FLOAT16_ROUNDOFF * scale + 1e-6)
         assert judged["verdict"] == verdict, judged["message"]
     # A failure names the bound and what it was computed from.
-    assert parity.breaches("tflite_fp16", compare(*large_logit_outputs(40.0, 0.045)), Tolerances()) == [
+    assert breaches("tflite_fp16", compare(*large_logit_outputs(40.0, 0.045)), Tolerances()) == [
         "max |Δlogit| 0.045 (allowed <= 0.0390635, fp16_max_abs_logit: rtol 0.000976562 x max|logit| 40 + atol 1e-06)"
     ]
 
 
 def test_an_absolute_bound_overrides_the_scaled_one():
     figures = compare(*large_logit_outputs(40.0, 0.004))
-    assert parity.breaches("tflite_fp16", figures, Tolerances(fp16_max_abs_logit=3e-3)) == [
-        "max |Δlogit| 0.004 (allowed <= 0.003, fp16_max_abs_logit)"
-    ]
-    assert parity.breaches("tflite_fp16", figures, Tolerances()) == []
+    assert breaches("tflite_fp16", figures, Tolerances(fp16_max_abs_logit=3e-3)) == ["max |Δlogit| 0.004 (allowed <= 0.003, fp16_max_abs_logit)"]
+    assert breaches("tflite_fp16", figures, Tolerances()) == []
 
 
 def test_xla_on_a_gpu_takes_the_gpus_bound():
     figures = compare(*large_logit_outputs(10.0, 1e-3))
-    assert parity.breaches("saved_model_xla", figures, Tolerances()) != []  # float32 reassociation: 2^-17 of 10
-    assert parity.breaches("saved_model_xla", figures, Tolerances(), on_gpu=True) == []  # TF32: 2^-9 of 10
+    assert breaches("saved_model_xla", figures, Tolerances()) != []  # float32 reassociation: 2^-17 of 10
+    assert breaches("saved_model_xla", figures, Tolerances(), on_gpu=True) == []  # TF32: 2^-9 of 10
 
 
 def test_the_board_judges_from_the_manifest_exactly_as_the_build_does():
@@ -130,7 +137,7 @@ def test_the_board_judges_from_the_manifest_exactly_as_the_build_does():
     cases = [("tflite_int8", agreement_figures(996, 1000, 4, 1)), ("tflite_fp16", compare(*large_logit_outputs(40.0, 0.045)))]
     for artifact, figures in cases:
         board = verdicts(manifest["parity_checks"][artifact], json.loads(json.dumps(figures)), manifest["tolerances"])
-        assert board == parity.judge(artifact, figures, tolerances)
+        assert board == judge(artifact, figures, tolerances)
 
 
 def test_the_golden_set_is_sized_to_decide_and_capped_by_the_split():

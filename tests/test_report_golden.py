@@ -16,7 +16,7 @@ from conftest import REPO, golden_difference
 
 from edge_build.config.profile import read_profile
 from edge_build.stages import report
-from edge_build.typed_records import Evaluation, RuntimeChecks
+from edge_build.typed_records import Evaluation, Recommended, RuntimeCheckRecord
 
 RECORDS = REPO / "tests" / "testdata" / "report_host"
 
@@ -25,7 +25,7 @@ def record(name: str) -> dict:
     return json.loads((RECORDS / f"{name}.json").read_text(encoding="utf-8"))
 
 
-def rendered_page() -> tuple[str, str]:
+def rendered_page(recommended: Recommended | None = None) -> tuple[str, str]:
     # The page names the profile's file: as in the build these records came from, wherever this checkout lies.
     profile = dataclasses.replace(read_profile(RECORDS / "host.toml"), source=Path("targets/host.toml"))
     context = report.Context(
@@ -33,10 +33,11 @@ def rendered_page() -> tuple[str, str]:
         data_report=record("data_report"),
         quality=record("quality"),
         train_log=record("train_log"),
-        tflite_reports={name: record(name) for name in profile.runtime_artifacts},
-        runtime_checks=RuntimeChecks.read(RECORDS / "runtime_checks.json"),
+        conversion_records={name: record(name) for name in profile.runtime_artifacts},
+        runtime_checks=RuntimeCheckRecord.read(RECORDS / "runtime_checks.json"),
         xla_checks=None,
         calibration=record("calibration_summary"),
+        recommended=recommended or Recommended.read(RECORDS / "recommended.json"),
     )
     evaluation = Evaluation.read(RECORDS / "eval.json")
     return report.render_markdown(evaluation, profile, context), report.headline(evaluation, Path("build/host/report.md")) + "\n"
@@ -46,6 +47,19 @@ def test_the_report_page_and_headline_match_the_golden_files(golden):
     page, headline = rendered_page()
     golden(page, RECORDS / "report.md")
     golden(headline, RECORDS / "headline.txt")
+
+
+def test_the_deploy_table_is_what_recommended_json_says_not_a_choice_made_again():
+    # The runtime checks decided fp16 on tflite-runtime from its timings; a record that says otherwise is what the page shows.
+    recommended = Recommended.of(
+        {
+            "tflite-runtime": {"artifact": "tflite_fp32", "model": "model_fp32.tflite", "decided_by": "runtime table"},
+            "ai-edge-litert": {"artifact": "tflite_int8", "model": "model_int8.tflite", "decided_by": "timing"},
+        }
+    )
+    page, _ = rendered_page(recommended)
+    (row,) = [line for line in page.splitlines() if line.startswith("| tflite-runtime ")]
+    assert "| model_fp32.tflite |" in row and "| runtime table | emulated, so the runtime table decides:" in row
 
 
 def test_a_renderer_that_changes_one_word_fails_with_a_diff_of_that_line(monkeypatch):

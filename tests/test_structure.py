@@ -75,7 +75,7 @@ def test_each_stage_depends_on_the_code_it_runs_and_no_more():
 
 def test_relative_and_package_imports_are_followed(tmp_path: Path):
     found = scons_support.imported_modules(REPO / "edge_build" / "board" / "launch.py")
-    assert {"edge_build.board.parity", "edge_build.board.bench", "edge_build.board.runtime", "edge_build.board.wordpiece"} <= found
+    assert {"edge_build.board.decision", "edge_build.board.bench", "edge_build.board.runtime", "edge_build.board.wordpiece"} <= found
 
 
 def test_the_board_agent_is_one_standalone_file():

@@ -1,20 +1,36 @@
-"""The one statistical rule for parity gates on proportions (top-1 agreement, accuracy drop), on the build and on the board.
+"""Every gate's verdict, on the build and on the board: pass, fail or *undecided*.
 
-The point estimate decides pass or fail. The one-sided exact 95% bound
-(Clopper-Pearson) on the figure's passing side says whether that pass is
-*decided*: a pass whose bound does not clear the limit is *undecided* (more
-examples could overturn it) and is reported so, in the same words, by the build's
-checks, the board check and ``bench.py --parity``. A top-1 agreement of n out of n
-decides ``>= limit`` from ``ceil(ln 0.05 / ln limit)`` examples (299 at 0.99), which
-sizes the golden set. The accuracy drop's bound is taken on the examples exactly one
-of the two models gets right (``board.parity.passing_side_bound``).
+The one place that decides. The build's gates (the tflite stage's validation
+split, evaluate, xla_check, the runtime checks), the board check, the bundle's
+``bench.py --parity`` and the report's words all come here, so the board decides
+exactly what the build decides. The rule, in full:
 
-Standard library only: the profile (read by ``SConstruct``) sizes the golden set with it.
+- **Float parity** (``max |Δlogit|``): a float model's error grows with its logits
+  (a rounding error is relative to the numbers rounded), so the bound scales with
+  them: ``|Δlogit| <= rtol * scale + atol``, where ``scale`` is the reference's
+  largest ``|logit|`` over the examples checked (``limit_of``). A tolerance given as
+  a plain number (the profile's ``*_max_abs_logit`` keys) is an absolute bound instead.
+- **Proportions** (top-1 agreement, accuracy drop): the point estimate decides pass
+  or fail. The one-sided exact 95% bound (Clopper-Pearson) on the figure's passing
+  side says whether that pass is *decided*: a pass whose bound does not clear the
+  limit is *undecided* (more examples could overturn it) and is reported so, in the
+  same words, everywhere. A top-1 agreement of n out of n decides ``>= limit`` from
+  ``ceil(ln 0.05 / ln limit)`` examples (299 at 0.99), which sizes the golden set.
+  The accuracy drop's bound is taken on the examples exactly one of the two models
+  gets right (``passing_side_bound``).
+- **Latency**: a p50 over its budget fails, except on emulated timings (a note, not
+  a problem). On a board the p50 carries its bootstrap interval over the timed
+  invokes, and a budget inside it is *undecided* (``latency_undecided``).
+
+The figures come from ``board.parity.compare``. Standard library only at import (numpy
+only inside ``p50_interval``): the profile (read by ``SConstruct``) sizes the golden
+set with it, and the report words its pages with it.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 
 #: One-sided: a gate asks whether a figure clears its limit, not whether it differs from it.
 ALPHA = 0.05
@@ -80,3 +96,150 @@ def golden_size_words(golden: int, needed: int | None, available: int) -> str:
         f"**Too few to decide:** a perfect top-1 agreement needs {needed} examples to decide its gate, and the test split "
         f"holds {available}, so a pass is reported *undecided*."
     )
+
+
+# The proportions' and the logit errors' gates: an artifact's parity checks on ``board.parity.compare``'s figures.
+
+#: Figures a check may name beyond those ``board.parity.compare`` returns.
+DERIVED = {"accuracy_drop": lambda figures: figures["reference_accuracy"] - figures["accuracy"]}
+
+#: The figures whose one-sided 95% bound decides their gate (``passing_side_bound``).
+BOUNDED_FIGURES = ("top1_agreement", "accuracy_drop")
+
+
+def passing_side_bound(figure: str, figures: Mapping) -> float | None:
+    """The one-sided 95% bound of a proportion figure on its passing side; ``None`` for a figure without one (a logit error)."""
+    if figure == "top1_agreement":
+        n = figures["examples"]
+        return lower_bound(n - len(figures["disagreeing_examples"]), n)
+    if figure == "accuracy_drop":
+        # Only the examples exactly one model gets right move the drop: (reference-only - candidate-only) / n.
+        # Given d of them, each is the reference's with probability q; the drop's bound is d (2 q_upper - 1) / n.
+        reference_only, discordant = figures["only_reference_correct"], figures["only_reference_correct"] + figures["only_candidate_correct"]
+        return 0.0 if discordant == 0 else discordant * (2 * upper_bound(reference_only, discordant) - 1) / figures["examples"]
+    return None
+
+
+def bounds(figures: Mapping) -> dict[str, float | None]:
+    """Each bounded figure's one-sided 95% bound on its passing side (what the board check records beside its figures)."""
+    return {figure: passing_side_bound(figure, figures) for figure in BOUNDED_FIGURES}
+
+
+def limit_of(key: str, tolerance, figures: Mapping) -> tuple[float, str]:
+    """A tolerance's bound on these figures, and how it was reached: a number is absolute; ``{"rtol", "atol"}`` scales with the logits."""
+    if isinstance(tolerance, Mapping):
+        rtol, atol, scale = tolerance["rtol"], tolerance["atol"], figures["logit_scale"]
+        return rtol * scale + atol, f"{key}: rtol {rtol:g} x max|logit| {scale:.4g} + atol {atol:g}"
+    return float(tolerance), key
+
+
+def verdicts(checks: Sequence[Sequence], figures: Mapping, limits: Mapping) -> list[dict]:
+    """Each check ``(what, figure, "<=" or ">=", tolerance key)`` judged by the rule above: ``pass``, ``undecided`` or ``fail``.
+
+    ``checks``: an artifact's parity checks (the ``parity`` of its row; on the board, the manifest's ``parity_checks``);
+    ``limits``: the tolerances by key (``Tolerances.limits()``; on the board, the manifest's ``tolerances``). NaN fails every check.
+    """
+    judged = []
+    for what, figure, op, key in checks:
+        value = DERIVED[figure](figures) if figure in DERIVED else figures[figure]
+        limit, derivation = limit_of(key, limits[key], figures)
+        meets = bool(value <= limit if op == "<=" else value >= limit)
+        bound = passing_side_bound(figure, figures)
+        decided = bound is None or (bound <= limit if op == "<=" else bound >= limit)
+        verdict = "fail" if not meets else "pass" if decided else "undecided"
+        message = f"{what} {value:.6g} (allowed {op} {limit:.6g}, {derivation})"
+        if verdict == "undecided":
+            message += f": its 95% bound {bound:.6g} on {figures['examples']} examples does not clear the limit"
+        judged.append({"check": what, "key": key, "value": value, "limit": limit, "bound": bound, "verdict": verdict, "message": message})
+    return judged
+
+
+def messages(judged: Sequence[Mapping], verdict: str) -> list[str]:
+    """The messages of the checks ``verdicts`` judged ``verdict``: ``"fail"`` gives
+    ``"<what> <value> (allowed <op> <limit>, <the key, or how the limit was reached>)"``."""
+    return [v["message"] for v in judged if v["verdict"] == verdict]
+
+
+def breaches(checks: Sequence[Sequence], figures: Mapping, limits: Mapping) -> list[str]:
+    """Each limit that ``figures`` break: the messages of the checks ``verdicts`` fails."""
+    return messages(verdicts(checks, figures, limits), "fail")
+
+
+def recorded(judged: Sequence[Mapping]) -> list[dict]:
+    """The judged checks as a record keeps them (``eval.json``'s ``gates``, a conversion's ``validation_gates``)."""
+    return [{key: v[key] for key in ("check", "limit", "verdict", "message")} for v in judged]
+
+
+# Latency: a p50 against its budget.
+
+
+def gate(checks: Sequence[Sequence], outcome: dict, limits: Mapping, budget_ms: float) -> list[str]:
+    """What a runtime check that ran breaks (the runtime checks' and the board check's): its parity checks on
+    ``outcome["parity"]``, and its p50 against the latency budget.
+
+    The budget and the parity checks left undecided are recorded in ``outcome``; emulated timings
+    (``outcome["emulated"]``) say nothing about the board, so a p50 over budget there is a note in
+    ``outcome``, not a problem.
+    """
+    judged = verdicts(checks, outcome["parity"], limits)
+    problems = messages(judged, "fail")
+    outcome["undecided"] = {"parity": messages(judged, "undecided")}
+    p50_ms = outcome["latency"]["p50_us"] / 1e3
+    outcome["latency_budget_ms"] = budget_ms
+    if p50_ms > budget_ms:
+        if outcome["emulated"]:
+            outcome["latency_note"] = f"p50 {p50_ms:.3f} ms over the {budget_ms:g} ms budget, not enforced: emulated timings"
+        else:
+            problems.append(f"p50 {p50_ms:.3f} ms (budget <= {budget_ms:g} ms)")
+    if problems and outcome["parity"]["disagreeing_examples"]:
+        problems.append(f"top-1 differs on golden examples {outcome['parity']['disagreeing_examples'][:10]}")
+    return problems
+
+
+def p50_interval(invoke_us, confidence: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """The percentile bootstrap interval of the median of the timed invokes ``invoke_us``.
+
+    Seeded: the same invokes always give the same interval, so a report is reproducible from its data. numpy is
+    imported here, not above: the profile (read by ``SConstruct``) and the report load this module without it.
+    """
+    import numpy as np
+
+    values = np.asarray(invoke_us, dtype=np.float64)
+    if values.ndim != 1 or len(values) == 0:
+        raise ValueError(f"need a non-empty 1-D array, got shape {values.shape}")
+    drawn = values[np.random.default_rng(seed).integers(0, len(values), size=(resamples, len(values)))]
+    estimates = np.median(drawn, axis=-1)
+    tail = (1 - confidence) / 2 * 100
+    low, high = np.percentile(estimates, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def samples_to_decide(samples: int, interval: tuple[float, float], estimate: float, limit: float) -> float | None:
+    """How many samples would bring ``limit`` outside the interval around ``estimate``, or ``None`` if it already lies outside.
+
+    An interval's half-width shrinks as 1/sqrt(samples); the answer assumes the spread stays what it was.
+    """
+    low, high = interval
+    if not low <= limit <= high:
+        return None
+    half_width = (high - low) / 2
+    distance = abs(limit - estimate)
+    if distance == 0:
+        return math.inf  # a limit exactly at the estimate: no number of samples decides it
+    return math.ceil(samples * (half_width / distance) ** 2)
+
+
+def latency_undecided(runs: int, interval: tuple[float, float], p50_us: float, budget_ms: float) -> list[str]:
+    """The latency budget when it lies inside the p50's interval (from ``runs`` timed invokes): the verdict could flip on the next run."""
+    budget_us = budget_ms * 1e3
+    needed = samples_to_decide(runs, interval, p50_us, budget_us)
+    if needed is None:
+        return []
+    low, high = interval
+    more = f"about {needed:,.0f} timed invokes would decide it" if needed != math.inf else "no number of invokes decides it"
+    return [f"p50 budget {budget_us / 1e3:g} ms inside its 95% CI [{low / 1e3:.4g}, {high / 1e3:.4g}] ms: {more}"]
+
+
+def failure_table(rows: Sequence[tuple[str, str, str]]) -> str:
+    """``(artifact, where, what broke)`` rows as the table a failed gate prints."""
+    return "\n".join([f"  {'artifact':<12} {'checked on':<28} what broke", *(f"  {a:<12} {w:<28} {problem}" for a, w, problem in rows)])

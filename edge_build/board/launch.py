@@ -21,7 +21,7 @@ import numpy as np
 
 from . import EXIT_OUTSIDE_TOLERANCES, EXIT_USAGE, fail
 from .agent import MANIFEST, BundleError, safe_extract, verify
-from .parity import messages, verdicts
+from .decision import messages, verdicts
 
 __all__ = ["MANIFEST", "BundleError", "bench_main", "classify_main", "safe_extract", "verify"]
 

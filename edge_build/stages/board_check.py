@@ -34,11 +34,13 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_build import cli, parity
+from edge_build import cli
+from edge_build.artifacts import ARTIFACTS
 from edge_build.atomic import atomic_outputs
 from edge_build.board.agent import MANIFEST
 from edge_build.board.bench import percentile_summary
-from edge_build.board.parity import load_golden, passing_side_bound
+from edge_build.board.decision import bounds, failure_table, gate, latency_undecided, p50_interval
+from edge_build.board.parity import compare, load_golden
 from edge_build.board.runtime import INTERPRETER_MODULES
 from edge_build.config.boards import Board, parse_board
 from edge_build.config.profile import TargetProfile, read_profile
@@ -49,12 +51,10 @@ from edge_build.provenance import sha256_file
 from edge_build.records import read_json
 from edge_build.ssh import CONNECT_TIMEOUT_S, BoardFault, Connection
 from edge_build.stage_files import add_files
-from edge_build.stats import bootstrap_interval, samples_to_decide, wilson_interval
+from edge_build.stats import wilson_interval
 from edge_build.typed_records import CheckTable
 
 CONFIDENCE = 0.95
-#: The parity figures whose one-sided 95% bound decides their gate (board.decision).
-BOUNDED_FIGURES = ("top1_agreement", "accuracy_drop")
 #: Seconds an upload may take per megabyte (a slow Wi-Fi board), on top of the connection.
 UPLOAD_S_PER_MB = 10
 
@@ -96,24 +96,14 @@ def deliver(connection: Connection, archive: Path, system: dict, common: list[st
 
 
 def intervals(outcome: dict, golden: dict) -> dict:
-    """95% two-sided intervals of what no gate decides on: p50 by bootstrap over the timed invokes, accuracy (Wilson)."""
+    """95% two-sided intervals: p50 by bootstrap over the timed invokes (``board.decision``: a budget inside it is
+    undecided), accuracy (Wilson)."""
     n = len(golden["labels"])
     correct = np.argmax(outcome["logits"], -1) == golden["labels"]
     return {
-        "p50_us": bootstrap_interval(outcome["latency"]["invoke_us"], np.median, CONFIDENCE),
+        "p50_us": p50_interval(outcome["latency"]["invoke_us"], CONFIDENCE),
         "accuracy": wilson_interval(int(correct.sum()), n, CONFIDENCE),
     }
-
-
-def latency_undecided(outcome: dict) -> list[str]:
-    """The latency budget when it lies inside the p50's interval: the verdict could flip on the next run."""
-    budget_us = outcome["latency_budget_ms"] * 1e3
-    needed = samples_to_decide(outcome["runs"], outcome["intervals"]["p50_us"], outcome["latency"]["p50_us"], budget_us)
-    if needed is None:
-        return []
-    low, high = outcome["intervals"]["p50_us"]
-    more = f"about {needed:,.0f} timed invokes would decide it" if np.isfinite(needed) else "no number of invokes decides it"
-    return [f"p50 budget {budget_us / 1e3:g} ms inside its 95% CI [{low / 1e3:.4g}, {high / 1e3:.4g}] ms: {more}"]
 
 
 def timings_of(answer: dict, runs: int) -> dict:
@@ -175,12 +165,14 @@ def check_on_board(artifact: str, answer: dict, golden: dict, profile: TargetPro
         outcome["status"] = f"answer refused: {exc}"
         outcome["problems"] = [outcome["status"]]
         return outcome
-    outcome["parity"] = parity.compare(golden["reference_logits"], outcome["logits"], golden["labels"])
-    # The parity gates and what they leave undecided, by the same rule as the build's runtime checks (board.decision).
-    outcome["problems"] = parity.gate(artifact, outcome, profile.tolerances, profile.latency_budget_ms(artifact))
-    outcome["bounds"] = {figure: passing_side_bound(figure, outcome["parity"]) for figure in BOUNDED_FIGURES}
+    outcome["parity"] = compare(golden["reference_logits"], outcome["logits"], golden["labels"])
+    # The gates and what they leave undecided, by the same rule as the build's runtime checks (board.decision).
+    outcome["problems"] = gate(ARTIFACTS[artifact].parity, outcome, profile.tolerances.limits(), profile.latency_budget_ms(artifact))
+    outcome["bounds"] = bounds(outcome["parity"])
     outcome["intervals"] = intervals(outcome, golden)
-    outcome["undecided"]["latency"] = latency_undecided(outcome)
+    outcome["undecided"]["latency"] = latency_undecided(
+        outcome["runs"], outcome["intervals"]["p50_us"], outcome["latency"]["p50_us"], outcome["latency_budget_ms"]
+    )
     del outcome["logits"]
     return outcome
 
@@ -210,10 +202,10 @@ def consistent_bundle(target: Target) -> tuple[str, dict]:
     manifest_path = target.bundle_dir / MANIFEST
     manifest = read_json(manifest_path)
     for artifact, file in manifest["models"].items():
-        recorded = read_json(target.conversion_report(artifact))["sha256"]
+        recorded = read_json(target.conversion_record(artifact))["sha256"]
         if manifest["files"].get(file, {}).get("sha256") != recorded:
             raise StageError(
-                f"{manifest_path}: {file} is not the model the conversion recorded ({target.conversion_report(artifact).name}); run scons again"
+                f"{manifest_path}: {file} is not the model the conversion recorded ({target.conversion_record(artifact).name}); run scons again"
             )
     expected = {name: entry["sha256"] for name, entry in manifest["files"].items()}
     expected[MANIFEST] = sha256_file(manifest_path)
@@ -278,7 +270,7 @@ def check_board(profile: TargetProfile, board: Board, target: Target, ssh_config
 def write_result(result: dict, board: Board, target: Target) -> None:
     rows = [(o.artifact, f"{o.runtime} on {board.name}", p) for o in CheckTable(result["checks"]).outcomes() for p in o.record["problems"]]
     if rows:
-        print(parity.failure_table(rows), file=sys.stderr)
+        print(failure_table(rows), file=sys.stderr)
         raise StageError(f"{board.address}: board checks failed for {target.name} (table above)")
     with atomic_outputs(*target.board_outputs(board.name)) as (result_tmp, plot_tmp):
         result_tmp.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
@@ -323,7 +315,7 @@ def drive(args: argparse.Namespace) -> None:
     try:
         result = check_board(profile, board, target, args.ssh_config)
     except BoardFault as fault:
-        print(parity.failure_table([("(all)", board.name, fault.cause)]), file=sys.stderr)
+        print(failure_table([("(all)", board.name, fault.cause)]), file=sys.stderr)
         raise
     write_result(result, board, target)
     print("\n".join(summary_lines(result)))

@@ -23,7 +23,7 @@ from edge_build.layout import Target
 from edge_build.markdown import table
 from edge_build.records import read_json
 from edge_build.stage_files import add_files
-from edge_build.typed_records import CheckTable, Evaluation, RuntimeChecks
+from edge_build.typed_records import CheckTable, Evaluation, RuntimeCheckRecord
 
 INTRODUCTION = """Each board ran the bundle's `bench.py --parity` on every model and runtime it has, over ssh
 ({golden} golden examples; batch {batch}, {threads} thread(s), {warmup} warm-up and {runs} timed invokes per model: the
@@ -67,7 +67,7 @@ def gate_cell(r: dict, gate: str) -> str:
     return "pass" + "".join(f"; *undecided*: {note}" for note in r["undecided"][gate])
 
 
-def here(local: RuntimeChecks, artifact: str, runtime: str) -> str:
+def here(local: RuntimeCheckRecord, artifact: str, runtime: str) -> str:
     """The same model and runtime's p50 in this machine's runtime checks, and how it ran there."""
     outcome = local.outcome(artifact, runtime)
     if not outcome or not outcome.ran:
@@ -76,7 +76,7 @@ def here(local: RuntimeChecks, artifact: str, runtime: str) -> str:
     return f"{r['latency']['p50_us']:.1f} µs ({'emulated ' if r['emulated'] else ''}{r['machine']})"
 
 
-def board_section(result: dict, local: RuntimeChecks, deploy: list[str]) -> list[str]:
+def board_section(result: dict, local: RuntimeCheckRecord, deploy: list[str]) -> list[str]:
     name = result["board"]["name"]
     lines = [f"## {result['board']['address']} (`{result['system']['hostname']}`)", "", *table(["", ""], system_rows(result)), ""]
     parity_rows, latency_rows, skipped = [], [], []
@@ -130,7 +130,7 @@ def recommendation_lines(result: dict, sizes: dict[str, int], profile: TargetPro
     return ["### What to deploy on this board", "", *lines, *([""] + recommend.xnnpack_notes(profile, chosen) if lines else []), ""]
 
 
-def board_report(results: list[dict], local: RuntimeChecks, sizes: dict[str, int], profile: TargetProfile) -> str:
+def board_report(results: list[dict], local: RuntimeCheckRecord, sizes: dict[str, int], profile: TargetProfile) -> str:
     settings = results[0]["settings"]
     golden = results[0]["golden_examples"]
     lines = [f"# Boards: {profile.name}", "", INTRODUCTION.format(golden=golden, **settings)]
@@ -155,7 +155,7 @@ def drive(args: argparse.Namespace) -> None:
     results = [read_json(target.board_outputs(parse_board(board).name)[0]) for board in args.board]
     with atomic_output(target.boards_report) as temporary:
         sizes = recommend.sizes_of(Evaluation.read(target.evaluation))
-        temporary.write_text(board_report(results, RuntimeChecks.read(target.runtime_checks), sizes, profile), encoding="utf-8")
+        temporary.write_text(board_report(results, RuntimeCheckRecord.read(target.runtime_checks), sizes, profile), encoding="utf-8")
     print(f"board report: {len(results)} board(s) -> {target.boards_report}")
 
 

@@ -30,8 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_build import cli, parity, saved_model, xla
+from edge_build import cli, saved_model, xla
+from edge_build.artifacts import ARTIFACTS
 from edge_build.atomic import write_json
+from edge_build.board.decision import failure_table, verdicts
+from edge_build.board.parity import compare
 from edge_build.config.profile import TargetProfile, Tolerances, read_profile
 from edge_build.errors import StageError
 from edge_build.stage_files import add_files
@@ -52,12 +55,12 @@ def signature_logits(path: Path, texts: list[bytes], ids: np.ndarray, device: st
 
 
 def compare_signatures(reference: dict, candidate: dict, y_true: np.ndarray, tolerances: Tolerances, on_gpu: bool) -> dict:
-    """Per signature: the parity figures and the logit-error bound they are held to (``board.parity``: it scales with the
+    """Per signature: the parity figures and the logit-error bound they are held to (``board.decision``: it scales with the
     logits), and for ``serving_default`` the examples whose label differs beyond a near-tie (top two within twice the bound)."""
     results = {}
     for signature in saved_model.SIGNATURES:
-        figures = parity.compare(reference[signature], candidate[signature], y_true)
-        (verdict,) = parity.judge(ARTIFACT, figures, tolerances, on_gpu)
+        figures = compare(reference[signature], candidate[signature], y_true)
+        (verdict,) = verdicts(ARTIFACTS[ARTIFACT].parity, figures, tolerances.limits(on_gpu))
         results[signature] = {
             **{key: figures[key] for key in ("max_abs_logit_error", "mean_abs_logit_error", "logit_scale", "top1_agreement")},
             "limit": verdict["limit"],
@@ -152,7 +155,7 @@ def xla_checks(profile: TargetProfile, reference: Path, model: Path, test_record
     parity_figures, broken = check_parity(reference, model, test_records, device, profile)
     failures += broken
     if failures:
-        print(parity.failure_table(failures), file=sys.stderr)
+        print(failure_table(failures), file=sys.stderr)
         raise StageError(f"{model}: XLA checks failed for {profile.source} (table above)")
     record = {
         "target": profile.name,
