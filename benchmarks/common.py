@@ -236,8 +236,8 @@ def recipe_models(model, layout, profile, names, folder: Path) -> dict[str, Path
     """Each quantization recipe in ``names`` converted as the tflite stage's ladder converts it, written to ``folder``."""
     import numpy as np
 
-    from edge_build.quantization_ladder import convert_recipe, quantization_errors
-    from edge_build.tflite_host import make_converter
+    from edge_build.convert.converter import make_converter
+    from edge_build.convert.ladder import convert_recipe, quantization_errors
 
     representative = np.load(layout.representative)
     errors = quantization_errors(make_converter(model, "int8", profile, representative), representative)

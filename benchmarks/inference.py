@@ -41,9 +41,9 @@ from common import (
 
 from edge_build.board.parity import load_golden
 from edge_build.config.profile import load_profile
+from edge_build.convert.recipes import RECIPES
 from edge_build.isolated import run_isolated
 from edge_build.layout import Layout
-from edge_build.recipes import RECIPES
 
 BATCHES = (1, 32)
 THREADS = (1, 2)
@@ -52,7 +52,7 @@ DEVICE_RUNTIMES = ("tflite-runtime", "ai-edge-litert")
 # The reference CPU SavedModel, the gpu target's XLA SavedModel and the host target's TF Lite models.
 SAVED_MODELS = ("saved_model_cpu", "saved_model_xla")
 TFLITE_MODELS = ("tflite_fp32", "tflite_int8")
-#: The quantization ladder's later recipes (``edge_build.recipes``; tflite_int8 is its first, ``int8``), converted here as the ladder would.
+#: The quantization ladder's later recipes (``edge_build.convert.recipes``; tflite_int8 is its first, ``int8``), converted here as the ladder would.
 RECIPE_MODELS = tuple(name for name in RECIPES if name != "int8")
 FLOOR = "floor_add"
 SIGNATURE_RUNTIME = {"classify_ids": "tensorflow: classify_ids (ids)", "serving_default": "tensorflow: serving_default (text)"}
@@ -69,7 +69,7 @@ def convert_floor(path: Path, sequence_length: int) -> None:
     """The one-op model: int32 ids ``[batch, sequence_length]`` -> ids + 1 (one ADD), TF Lite's default float conversion."""
     import tensorflow as tf
 
-    from edge_build.tflite_host import quiet_tensorflow_lite
+    from edge_build.convert.converter import quiet_tensorflow_lite
 
     function = tf.function(lambda ids: ids + 1, input_signature=[tf.TensorSpec([None, sequence_length], tf.int32, name="input_ids")])
     converter = tf.lite.TFLiteConverter.from_concrete_functions([function.get_concrete_function()], function)

@@ -71,7 +71,7 @@ def time_saved_model(args: argparse.Namespace, golden: dict) -> list[dict]:
 
 
 def time_tflite(args: argparse.Namespace, golden: dict) -> list[dict]:
-    from edge_build.tflite_host import quiet_tensorflow_lite
+    from edge_build.convert.converter import quiet_tensorflow_lite
 
     rows = []
     for model_path in args.models:

@@ -6,8 +6,11 @@ checked on the runtimes and shipped in the bundle, its precision and what it
 takes in, which parity checks gate it against the reference, which latency
 budget applies on the runtimes and which profile settings it reads.
 ``SConstruct``, the profile, the conversion, the checks, the report and the
-bundle read these rows; nothing parses an artifact's name. Adding an artifact
-is a row here plus, for TF Lite, its converter option in the tflite stage.
+bundle read these rows; nothing parses an artifact's name. What follows from
+the model's interface (its inputs and outputs, its converter, how it is run
+and shipped) is the interface's row in ``edge_build.interfaces``: adding a TF
+Lite artifact of an existing interface is a row here (and, for a new weight
+precision, its converter option, ``edge_build.convert.converter``).
 Standard library only: ``SConstruct`` imports it.
 """
 
@@ -17,6 +20,8 @@ import dataclasses
 import types
 from collections.abc import Mapping
 from typing import Literal
+
+from edge_build.interfaces import INTERFACES, Interface
 
 #: ``(what, figure, comparison, tolerance key)``: a figure of ``board.parity.compare``
 #: (or one it derives) must be ``<=`` or ``>=`` the profile tolerance of that key
@@ -37,53 +42,43 @@ class Artifact:
     Attributes:
       path: relative to ``<build_dir>/<target>/``; a SavedModel's version directory.
       description: one line for people.
-      kind: its format, ``saved_model`` or ``tflite``.
+      format: ``saved_model`` or ``tflite``.
       made_by: how the build makes it: ``reference`` (a copy of the reference CPU SavedModel),
         ``export`` (the export stage, another flavour of SavedModel) or ``tflite`` (the tflite stage).
       on_runtimes: checked on the profile's TF Lite runtimes and shipped in the bundle.
       precision: of the weights: ``fp32``, ``fp16`` or ``int8``.
-      inputs: ``text`` (the tokenizer is inside), ``ids`` (int32 token ids) or ``tasks`` (BERT-style ids, mask and
-        segment ids, which a MediaPipe Tasks library fills from raw text with the tokenizer in the model's metadata).
+      interface: its row in ``edge_build.interfaces``: ``text`` (the tokenizer is inside), ``ids`` (int32 token ids) or
+        ``tasks`` (BERT-style ids, mask and segment ids, which a MediaPipe Tasks library fills from raw text with the
+        tokenizer in the model's metadata).
       parity: the checks against the reference that gate it, on the build and on the board.
       latency_key: its p50 budget in the profile's ``[latency]`` (TF Lite artifacts).
       jit_compile: a SavedModel whose ids -> logits function XLA compiles.
       calibrated: converted with the representative set (needs the calibrate stage).
       settings: the profile keys (``table.key``, or a whole ``table``) it reads beyond its
         parity tolerances and latency budget; ``settings_taken`` adds those two.
-      outputs: ``logits``, or ``scores`` (softmax, as MediaPipe reports them): a logit error says nothing of scores.
     """
 
     path: str
     description: str
-    kind: Literal["saved_model", "tflite"]
+    format: Literal["saved_model", "tflite"]
     made_by: Literal["reference", "export", "tflite"]
     on_runtimes: bool
     precision: Literal["fp32", "fp16", "int8"]
-    inputs: Literal["text", "ids", "tasks"]
+    interface: str
     parity: tuple[Check, ...] = ()
     latency_key: str | None = None
     jit_compile: bool = False
     calibrated: bool = False
     settings: tuple[str, ...] = ()
-    outputs: Literal["logits", "scores"] = "logits"
 
     @property
-    def given_text(self) -> bool:
-        """Whether its runtime is given raw text: the tokenizer is inside the model, or in the Tasks library that runs it."""
-        return self.inputs in ("text", "tasks")
-
-
-#: What an artifact takes in, by its row's ``inputs``, in words that follow "it": for refusals and the report.
-INPUT_WORDS = {
-    "ids": "takes token ids",
-    "text": "takes raw text through tensorflow-text's custom ops and Flex ops",
-    "tasks": "is for MediaPipe Tasks (its tokenizer and labels are in the model's metadata)",
-}
+    def interface_row(self) -> Interface:
+        return INTERFACES[self.interface]
 
 
 def logit_error(name: str, value: float, spec: str = ".3g") -> str:
     """Artifact ``name``'s max or mean |Δlogit| against the reference, as the report and the console lines show it."""
-    return "n/a (scores)" if ARTIFACTS[name].outputs == "scores" else format(value, spec)
+    return "n/a (scores)" if ARTIFACTS[name].interface_row.outputs == "scores" else format(value, spec)
 
 
 def logit_settings(prefix: str) -> tuple[str, str]:
@@ -186,7 +181,18 @@ ARTIFACTS: Mapping[str, Artifact] = types.MappingProxyType(
             latency_key="tasks_int8_p50_ms",
             calibrated=True,
             settings=TFLITE_SETTINGS,  # its scores stay float32: MediaPipe refuses an int8 output
-            outputs="scores",
+        ),
+        "tflite_scores_fp32": Artifact(
+            "model_scores_fp32.tflite",
+            "TF Lite, float32, int32 ids in, softmax scores out (softmax inside the graph, for apps that show scores)",
+            "tflite",
+            "tflite",
+            True,
+            "fp32",
+            "scores",
+            parity=INT8_PARITY,  # held to the reference's labels, as tflite_int8: its scores are no logits
+            latency_key="fp32_p50_ms",
+            settings=TFLITE_SETTINGS,
         ),
     }
 )

@@ -20,16 +20,18 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_build import parity, saved_model, xla
+from edge_build import saved_model, xla
 from edge_build.artifacts import ARTIFACTS
+from edge_build.board.decision import messages, recorded, verdicts
+from edge_build.board.parity import compare
 from edge_build.config.profile import TargetProfile
+from edge_build.convert.converter import conversion_mismatch
 from edge_build.errors import StageError
 from edge_build.layout import Target
 from edge_build.metrics import classification_metrics
 from edge_build.provenance import sha256_file, size_of
 from edge_build.records import read_json, read_labels, read_rows
 from edge_build.stats import mcnemar_exact
-from edge_build.tflite_host import conversion_mismatch
 from edge_build.tfrecord import read_split
 
 REFERENCE = "saved_model_cpu"
@@ -51,7 +53,7 @@ class EvaluationInputs:
 
     reference: Path
     reference_logits: Path
-    test_records: Path
+    test: Path
     labels: Path
 
 
@@ -66,7 +68,7 @@ def same_files(a: Path, b: Path) -> bool:
 
 def recorded_tflite_logits(name: str, target: Target, inputs: EvaluationInputs, texts_and_labels, reference_logits: np.ndarray) -> np.ndarray:
     """A TF Lite model's: the tflite stage's logits on the test split, once the file is checked to be the one converted."""
-    problem = conversion_mismatch(target.artifact(name), read_json(target.conversion_report(name)))
+    problem = conversion_mismatch(target.artifact(name), read_json(target.conversion_record(name)))
     if problem:
         raise StageError(problem)
     return read_rows(target.test_logits(name), len(reference_logits))
@@ -82,7 +84,7 @@ def saved_model_logits(name: str, target: Target, inputs: EvaluationInputs, text
 
 
 #: Each format's logits on the test split, computed where they are cheapest to get right.
-LOGITS_OF_KIND = {"tflite": recorded_tflite_logits, "saved_model": saved_model_logits}
+LOGITS_OF_FORMAT = {"tflite": recorded_tflite_logits, "saved_model": saved_model_logits}
 
 
 #: What a raw-text model's conversion record says about its ops and tokenizer, carried into eval.json.
@@ -91,25 +93,25 @@ RAW_TEXT_KEYS = ("custom_ops", "flex_ops", "conversion_path", "op_paths", "calib
 
 def raw_text_record(name: str, target: Target) -> dict:
     """For a TF Lite model that takes raw text: its op paths, calibration route and tokenizer check (``raw_text``); nothing for others."""
-    if ARTIFACTS[name].kind != "tflite" or ARTIFACTS[name].inputs != "text":
+    if ARTIFACTS[name].format != "tflite" or not ARTIFACTS[name].interface_row.tokenizer_inside:
         return {}
-    record = read_json(target.conversion_report(name))
+    record = read_json(target.conversion_record(name))
     return {"raw_text": {key: record[key] for key in RAW_TEXT_KEYS}}
 
 
 def evaluate(profile: TargetProfile, inputs: EvaluationInputs, target: Target) -> dict:
     """Every artifact of the target against the reference on the test split; raises when a tolerance is broken."""
     labels = read_labels(inputs.labels)
-    texts, y_true = read_split(inputs.test_records)
+    texts, y_true = read_split(inputs.test)
     reference_logits = read_rows(inputs.reference_logits, len(y_true))
     on_gpu = "saved_model_xla" in profile.artifacts and xla.compute_device()["backend"] == "gpu"
     results, failures, predictions = {}, [], {REFERENCE: np.argmax(reference_logits, axis=-1)}
     for name in profile.artifacts:
         path = target.artifact(name)
-        logits = LOGITS_OF_KIND[ARTIFACTS[name].kind](name, target, inputs, (texts, labels), reference_logits)
-        figures = parity.compare(reference_logits, logits, y_true)
-        judged = parity.judge(name, figures, profile.tolerances, on_gpu)
-        broken = parity.messages(judged, "fail")
+        logits = LOGITS_OF_FORMAT[ARTIFACTS[name].format](name, target, inputs, (texts, labels), reference_logits)
+        figures = compare(reference_logits, logits, y_true)
+        judged = verdicts(ARTIFACTS[name].parity, figures, profile.tolerances.limits(on_gpu))
+        broken = messages(judged, "fail")
         failures += [f"{name}: {b}" for b in broken]
         predictions[name] = np.argmax(logits, axis=-1)
         results[name] = {
@@ -117,7 +119,7 @@ def evaluate(profile: TargetProfile, inputs: EvaluationInputs, target: Target) -
             "size_bytes": size_of(path),
             **classification_metrics(y_true, predictions[name], labels),
             "parity": {k: figures[k] for k in ("max_abs_logit_error", "mean_abs_logit_error", "logit_scale", "top1_agreement")},
-            "gates": parity.recorded(judged),
+            "gates": recorded(judged),
             **raw_text_record(name, target),
         }
     evaluation = {

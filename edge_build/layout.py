@@ -25,8 +25,9 @@ Standard library only: ``SConstruct`` imports this to parse the graph.
                     golden.npz, runtime_checks.json, runtime_parity.json, recommended.json, latency.png
                                                                        runtime_check <- artifacts, reference logits, test ids, profile
                     xla_checks.json                                    xla_check   <- both SavedModels, test split, profile
-                    eval.json, report.md                               report      <- everything above for the target
-                    manifest.json                                      manifest    <- artifacts, conversion reports, eval, parity
+                    eval.json                                          evaluate    <- artifacts, reference and its test logits, test split, profile
+                    report.md                                          report      <- eval.json and everything above for the target
+                    manifest.json                                      manifest    <- artifacts, conversion records, eval, parity
                     bundle/..., bundle-<target>.tar.gz                 bundle      <- TF Lite models, golden set, manifest, board code
                     boards/<board>/result.json, latency.png            board_check <- bundle, golden set, profile; the board over ssh
                     boards/report.md                                   board_report <- every board's result, runtime checks
@@ -111,13 +112,13 @@ class Target:
             "saved_model": lambda: [self.artifact(name) / f for f in saved_model_files(row.jit_compile)],
             "tflite": lambda: list(self.converted_files(name).values()),
         }
-        return files_of_kind[row.kind]()
+        return files_of_kind[row.format]()
 
     def converted_files(self, name: str) -> dict[str, Path]:
         """The tflite stage's outputs for a TF Lite artifact, by their names in ``edge_build.stage_files``."""
-        return {"model": self.artifact(name), "record": self.conversion_report(name), "test_logits": self.test_logits(name)}
+        return {"model": self.artifact(name), "record": self.conversion_record(name), "test_logits": self.test_logits(name)}
 
-    def conversion_report(self, name: str) -> Path:
+    def conversion_record(self, name: str) -> Path:
         return self.dir / f"{name}.json"
 
     def test_logits(self, name: str) -> Path:
@@ -130,7 +131,7 @@ class Target:
 
     @property
     def runtime_checks(self) -> Path:
-        # Named before the runtime checks were: the file name is kept for the readers of earlier builds.
+        """Every figure of the runtime checks, timings included: what the report renders (the manifest records ``runtime_parity``)."""
         return self.dir / "runtime_checks.json"
 
     @property

@@ -104,7 +104,8 @@ def _module_name(path: Path) -> str:
 # for each stage was half of a no-op ``scons`` (316 parses of ~60 files).
 @functools.cache
 def imported_modules(path: Path) -> frozenset[str]:
-    """The edge_build modules ``path`` imports (absolute or relative, at any depth) or runs (``-m edge_build.x`` strings)."""
+    """The edge_build modules ``path`` imports (absolute or relative, at any depth) or runs (``-m edge_build.x`` strings,
+    and every module of a package a string names)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     inside = path.resolve().is_relative_to(PACKAGE_DIR)
     name = _module_name(path) if inside else ""
@@ -122,8 +123,17 @@ def imported_modules(path: Path) -> frozenset[str]:
             # ``from package import name``: the name may be a submodule.
             found.update(f"{base}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _MODULE_STRING.fullmatch(node.value):
-            found.add(node.value)
+            found.update(run_by_name(node.value))
     return frozenset(module for module in found if module_file(module) is not None)
+
+
+def run_by_name(module: str) -> list[str]:
+    """What a module named in a string may run: the module itself; for a package (the tflite stage's conversion wing,
+    whose modules it runs by their names in a table), every module of it."""
+    path = module_file(module)
+    if path is None or path.name != "__init__.py":
+        return [module]
+    return [module, *(f"{module}.{child.stem}" for child in sorted(path.parent.glob("*.py")) if child.name != "__init__.py")]
 
 
 def stage_code(stage: str) -> list[Path]:

@@ -179,5 +179,5 @@ class EnvironmentSpec:
 
 def writer_environment() -> EnvironmentSpec:
     """The environment the tflite stage writes model metadata in: MediaPipe 0.10.21, the last release whose Python
-    metadata writer imports, on this machine's architecture (``edge_build.model_metadata``)."""
+    metadata writer imports, on this machine's architecture (``edge_build.convert.metadata_writer``)."""
     return EnvironmentSpec(host_arch(), Stack("bookworm", "3.11", "1.26.4"), (RuntimeSpec("mediapipe", "0.10.21"),))

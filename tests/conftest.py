@@ -454,18 +454,18 @@ def conversion_inputs(tiny_build: dict, **changes) -> object:
 
     layout, files = tiny_build["layout"], tiny_build["layout"].data
     inputs = tflite.ConversionInputs(
-        REPO / "model_src" / "model.py",
-        tiny_build["hparams"],
-        layout.vocab,
-        layout.weights,
-        layout.train_log,
-        files.labels,
-        files.split("val"),
-        layout.token_ids("val"),
-        layout.token_ids("test"),
-        layout.representative,
-        files.split("test"),
-        files.split("train"),
+        model_source=REPO / "model_src" / "model.py",
+        hparams=tiny_build["hparams"],
+        vocab=layout.vocab,
+        weights=layout.weights,
+        train_log=layout.train_log,
+        labels=files.labels,
+        val=files.split("val"),
+        val_ids=layout.token_ids("val"),
+        test_ids=layout.token_ids("test"),
+        representative=layout.representative,
+        test=files.split("test"),
+        train=files.split("train"),
     )
     return dataclasses.replace(inputs, **changes)
 

@@ -69,7 +69,7 @@ TFLITE = 'description = "x"\narch = "x86_64"\nartifacts = ["tflite_int8"]\n[[run
         (BASE.replace("x86_64", "riscv"), "key 'arch' is 'riscv' (allowed: x86_64, aarch64)"),
         (
             BASE.replace("saved_model_cpu", "onnx"),
-            "unknown artifact 'onnx' (allowed: saved_model_cpu, saved_model_xla, tflite_fp32, tflite_fp16, tflite_int8, tflite_text_int8, tflite_tasks_int8)",
+            "unknown artifact 'onnx' (allowed: saved_model_cpu, saved_model_xla, tflite_fp32, tflite_fp16, tflite_int8, tflite_text_int8, tflite_tasks_int8, tflite_scores_fp32)",
         ),
         (BASE.replace('["saved_model_cpu"]', "[]"), "key 'artifacts': must name at least one"),
         (BASE.replace('["saved_model_cpu"]', '"saved_model_cpu"'), "key 'artifacts' must be a list of str"),
@@ -128,19 +128,19 @@ TFLITE = 'description = "x"\narch = "x86_64"\nartifacts = ["tflite_int8"]\n[[run
             "key 'checks.golden_examples': must be \"auto\" or a whole number greater than 0, not 'all'",
         ),
         (TFLITE + "[checks]\ngolden_examples = 0\n", "key 'checks.golden_examples': must be \"auto\" or a whole number greater than 0, not 0"),
-        (TFLITE + "[latency]\nfp32_p50_ms = 2.0\n", "key 'latency.fp32_p50_ms': read only by tflite_fp32, which"),
+        (TFLITE + "[latency]\nfp32_p50_ms = 2.0\n", "key 'latency.fp32_p50_ms': read only by tflite_fp32, tflite_scores_fp32, which"),
         (
             TFLITE + "[tolerances]\nint8_min_top1_agreement = 0.9\nxla_max_abs_logit = 1e-4\n",
             "key 'tolerances.xla_max_abs_logit': read only by saved_model_xla, which",
         ),
         (
             BASE + '[stack]\nrelease = "bookworm"\n',
-            "key 'stack.release': read only by tflite_fp32, tflite_fp16, tflite_int8, tflite_text_int8, tflite_tasks_int8, "
+            "key 'stack.release': read only by tflite_fp32, tflite_fp16, tflite_int8, tflite_text_int8, tflite_tasks_int8, tflite_scores_fp32, "
             "which artifacts does not list (allowed: remove the key, or list one of them)",
         ),
         (
             BASE + "[checks]\nruns = 5\n",
-            "key 'checks.runs': read only by tflite_fp32, tflite_fp16, tflite_int8, tflite_text_int8, tflite_tasks_int8, which",
+            "key 'checks.runs': read only by tflite_fp32, tflite_fp16, tflite_int8, tflite_text_int8, tflite_tasks_int8, tflite_scores_fp32, which",
         ),
     ],
 )
@@ -260,7 +260,7 @@ def test_a_deploy_budget_is_a_positive_number_and_needs_a_model_on_runtimes(tmp_
 
 
 def test_the_quantization_ladder_is_every_recipe_unless_a_profile_narrows_or_reorders_it(tmp_path: Path):
-    from edge_build.recipes import LADDER, RECIPES
+    from edge_build.convert.recipes import LADDER, RECIPES
 
     assert load_profile(REPO / "targets", "host").quantization.recipes == LADDER == tuple(RECIPES)
     write(tmp_path / "board.toml", TFLITE + '[quantization]\nrecipes = ["dynamic_range", "int8"]\n')

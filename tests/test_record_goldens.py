@@ -72,7 +72,7 @@ def made_target(root: Path) -> tuple[Target, EvaluationInputs]:
         np.save(target.test_logits(name), logits)
         record = json.loads((SHARED / f"{name}.json").read_text(encoding="utf-8"))
         record.update(sha256=hashlib.sha256(content).hexdigest(), size_bytes=len(content))
-        target.conversion_report(name).write_text(json.dumps(record), encoding="utf-8")
+        target.conversion_record(name).write_text(json.dumps(record), encoding="utf-8")
     return target, EvaluationInputs(shared / "reference", shared / "reference_logits.npy", shared / "test.tfrecord", shared / "labels.txt")
 
 

@@ -88,7 +88,7 @@ def test_fp16_halves_the_weights_and_keeps_float_arithmetic(tiny_artifacts):
 
 @pytest.mark.parametrize("precision", ["fp32", "fp16", "int8"])
 def test_the_test_logits_are_the_converted_files_own(tiny_artifacts, precision):
-    from edge_build.tflite_host import run_tflite
+    from edge_build.convert.converter import run_tflite
 
     name = f"tflite_{precision}"
     record, layout = read_report(tiny_artifacts, precision), tiny_artifacts["layout"]

@@ -27,7 +27,7 @@ import numpy as np
 
 from . import EXIT_MODEL_FAILED, EXIT_RUNTIME_MISSING, EXIT_USAGE, fail
 from .parity import compare, load_golden, unpack_texts
-from .runtime import INTERPRETER_MODULES, RuntimeMissing, is_tasks_library, make_interpreter, runtime_version
+from .runtime import INTERPRETER_MODULES, RuntimeMissing, make_interpreter, runner_of, runtime_version
 
 
 def dequantized(interpreter, detail) -> np.ndarray:
@@ -76,8 +76,8 @@ class Model:
 
 
 def open_model(runtime: str, path: str, threads: int, batch: int):
-    """``path`` in ``runtime``: an interpreter (``Model``), or a Tasks library's classifier where the runtime's row is one."""
-    if is_tasks_library(runtime):
+    """``path`` in ``runtime``: an interpreter (``Model``), or a Tasks library's classifier where the runtime's row runs one."""
+    if runner_of(runtime) == "text_classifier":
         from .tasks import TextClassifierModel
 
         return TextClassifierModel(runtime, path, threads, batch)

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 from . import EXIT_OUTSIDE_TOLERANCES, EXIT_USAGE
-from .runtime import RuntimeMissing, is_tasks_library, load_interpreter, runtime_version
+from .runtime import RuntimeMissing, load_interpreter, runner_of, runtime_version
 from .tasks import TextClassifierModel
 
 
@@ -41,7 +41,7 @@ def sample_input(tensor: dict) -> np.ndarray:
 
 def preflight(runtime: str, model_path: str) -> dict:
     result = {"runtime": runtime, "version": runtime_version(runtime), "model": model_path, "ok": False, "error": None}
-    if is_tasks_library(runtime):
+    if runner_of(runtime) == "text_classifier":
         return {**result, **tasks_preflight(runtime, model_path)}
     try:
         interpreter = load_interpreter(runtime, model_path)

@@ -13,6 +13,7 @@ import functools
 import importlib
 import struct
 import sys
+from typing import Literal
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,15 +40,12 @@ class Runtime:
         neither imports). ``None``: pip resolves the wheel's own.
       text_ops: where its wheels keep tensorflow-text's TF Lite kernels (the in-model tokenizer's
         custom ops), as ``module:attribute`` naming the registerers its interpreter takes; ``None`` if they have none.
-      runner: which runner the runtime checks run in the runtime's environment for one model, by its name in
-        ``edge_build.stages.runtime_check.RUNNERS``: a module that takes ``edge_build.board.bench``'s command
-        line (``MODEL --runtime --golden --threads --batch --warmup --runs --out --outputs``) and writes its
-        result and logits. A TF Lite interpreter's is ``bench``; a runtime that is not one names its own, and
-        the checks follow the row.
+      runner: how the board runs a model with it (``bench.open_model``, ``preflight.preflight``): ``interpreter`` (its
+        ``Interpreter``) or ``text_classifier`` (a MediaPipe Tasks library: it takes raw text and tokenizes it with the
+        tokenizer the model's metadata describes).
       debian_packages: Debian packages of system libraries its wheels load that a minimal board OS lacks (``apt-get install``
         them on the board); an environment with the release's own CPython gets them in its sysroot.
-      tasks: a MediaPipe Tasks library, not an interpreter: it takes raw text, tokenizes it with the tokenizer the
-        model's metadata describes, and runs only a Tasks-ready model (``inputs = "tasks"`` in the artifact table).
+      interfaces: the model interfaces it runs (rows of ``edge_build.interfaces``, an artifact row's ``interface``).
     """
 
     name: str
@@ -61,11 +59,9 @@ class Runtime:
     min_qemu: tuple[int, int] | None = None
     companions: tuple[str, ...] = ()
     text_ops: str | None = None
-    # A name, not the module: the build reruns a stage when a module its code names changes, and every stage
-    # that reads a profile reads this table, while only the runtime checks run the runner.
-    runner: str = "bench"
+    runner: Literal["interpreter", "text_classifier"] = "interpreter"
     debian_packages: tuple[str, ...] = ()
-    tasks: bool = False
+    interfaces: frozenset[str] = frozenset({"ids", "scores"})
     dependencies: tuple[str, ...] | None = None
 
     @property
@@ -83,14 +79,6 @@ class Runtime:
         """pip requirements installed after ``requirements`` without their dependencies: its wheel where its dependencies
         are chosen, then its companions."""
         return (() if self.dependencies is None else (self.wheel,)) + self.companions
-
-    def runs(self, inputs: str) -> bool:
-        """Whether this runtime runs a model that takes ``inputs`` (an artifact row's ``inputs``)."""
-        if self.tasks:
-            return inputs == "tasks"
-        if inputs == "text":
-            return bool(self.text_ops) and self.has_flex_delegate
-        return inputs == "ids"
 
 
 #: What MediaPipe's wheels load on import, even for text: libGL and GLib (its opencv-contrib-python), EGL and GLES
@@ -136,6 +124,8 @@ RUNTIME_VERSIONS = (
         quantized_xnnpack=True,
         companions=("tensorflow-text==2.15.0", "tensorflow-hub==0.15.0"),
         text_ops="tensorflow_text:tflite_registrar.SELECT_TFTEXT_OPS",
+        # The raw-text model needs both: tensorflow-text's kernels and the Flex delegate.
+        interfaces=frozenset({"ids", "scores", "text"}),
     ),
     # MediaPipe Tasks' TextClassifier over a BERT-style model with BertTokenizer and labels metadata: its C++ graph
     # tokenizes the raw text. 0.10.21 is the last release whose Python metadata writer imports (1.2.x lacks
@@ -150,7 +140,8 @@ RUNTIME_VERSIONS = (
         per_channel_dense=True,
         quantized_xnnpack=True,
         debian_packages=MEDIAPIPE_LIBRARIES,
-        tasks=True,
+        runner="text_classifier",
+        interfaces=frozenset({"tasks"}),
         # What `import mediapipe` and its metadata writer and TextClassifier import: the declared dependencies less jax,
         # jaxlib (which brings scipy), sentencepiece and sounddevice. 905 MB on disk -> 359 MB (env.json's disk_mb).
         dependencies=("absl-py", "attrs>=19.1.0", "flatbuffers>=2.0", "matplotlib", "opencv-contrib-python", "protobuf>=4.25.3,<5"),
@@ -166,7 +157,8 @@ RUNTIME_VERSIONS = (
         per_channel_dense=True,
         quantized_xnnpack=True,
         debian_packages=MEDIAPIPE_LIBRARIES,
-        tasks=True,
+        runner="text_classifier",
+        interfaces=frozenset({"tasks"}),
     ),
 )
 
@@ -221,10 +213,10 @@ def installed_row(runtime: str) -> Runtime | None:
     return versions.get(runtime_version(runtime) or "", versions[DEFAULT_VERSIONS[runtime]])
 
 
-def is_tasks_library(runtime: str) -> bool:
-    """Whether the installed ``runtime`` is a Tasks library (``Runtime.tasks``), which runs a model through its own classifier."""
+def runner_of(runtime: str) -> str:
+    """How the board runs a model with the installed ``runtime`` (its row's ``runner``)."""
     row = installed_row(runtime)
-    return row is not None and row.tasks
+    return "interpreter" if row is None else row.runner
 
 
 def runtime_version(runtime: str) -> str | None:

@@ -1,6 +1,6 @@
 """MediaPipe Tasks' ``TextClassifier`` as the benchmark's model: raw text in, one score per label out.
 
-A runtime whose row is a Tasks library (``Runtime.tasks``) runs a Tasks-ready
+A runtime whose row runs a text classifier (``Runtime.runner``) runs a Tasks-ready
 model through this class wherever an interpreter would run through
 ``bench.Model``: the runtime checks, the tflite stage's preflight, and a board's
 ``bench.py`` and ``classify.py``. What is timed is one ``classify()`` call:

@@ -14,12 +14,13 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from edge_build.artifacts import ARTIFACTS, INPUT_WORDS, settings_taken, takers
+from edge_build.artifacts import ARTIFACTS, settings_taken, takers
 from edge_build.board.decision import examples_to_decide
 from edge_build.board.runtime import RUNTIME_VERSIONS, RUNTIMES
 from edge_build.config.loading import choices, from_mapping, load_toml, require_positive, require_rows
+from edge_build.convert.recipes import LADDER, RECIPES
 from edge_build.errors import ConfigError
-from edge_build.recipes import LADDER, RECIPES
+from edge_build.interfaces import INTERFACES
 from edge_build.stacks import OS_RELEASES, EnvironmentSpec, RuntimeSpec, Stack, not_installable
 
 Architecture = Literal["x86_64", "aarch64"]
@@ -35,7 +36,7 @@ class Quantization:
       select_tf_ops: allow the SELECT_TF_OPS (Flex) fallback for ops without a TF Lite
         builtin; a model that then needs Flex ops is refused for runtimes without the delegate.
       recipes: the quantization ladder ``tflite_int8`` climbs until a model passes every gate
-        (``edge_build.recipes``): all of them by default; a profile may narrow or reorder it.
+        (``edge_build.convert.recipes``): all of them by default; a profile may narrow or reorder it.
     """
 
     output_type: Literal["float32", "int8"] = "float32"
@@ -288,14 +289,14 @@ class TargetProfile:
                 )
         for artifact in self.runtime_artifacts:
             if not self.runtimes_for(artifact):
-                inputs = ARTIFACTS[artifact].inputs
-                able = [f"{row.name} {row.version}" for row in RUNTIME_VERSIONS if row.runs(inputs)]
+                interface = ARTIFACTS[artifact].interface
+                able = [f"{row.name} {row.version}" for row in RUNTIME_VERSIONS if interface in row.interfaces]
                 raise ValueError(
-                    f"key 'runtimes': {artifact} {INPUT_WORDS[inputs]}, which none of {', '.join(names)} can run (allowed: add a runtime that can: {', '.join(able)})"
+                    f"key 'runtimes': {artifact} {INTERFACES[interface].words}, which none of {', '.join(names)} can run (allowed: add a runtime that can: {', '.join(able)})"
                 )
         for runtime in self.runtimes:
-            if not any(runtime.row.runs(ARTIFACTS[a].inputs) for a in self.runtime_artifacts):
-                runnable = [a for a, row in ARTIFACTS.items() if row.on_runtimes and runtime.row.runs(row.inputs)]
+            if not any(ARTIFACTS[a].interface in runtime.row.interfaces for a in self.runtime_artifacts):
+                runnable = [a for a, row in ARTIFACTS.items() if row.on_runtimes and row.interface in runtime.row.interfaces]
                 raise ValueError(f"key 'runtimes': {runtime.name} runs none of the profile's artifacts (allowed: list one of {', '.join(runnable)})")
         if "saved_model_xla" in self.artifacts and "saved_model_cpu" not in self.artifacts:
             raise ValueError("key 'artifacts': saved_model_xla is checked against saved_model_cpu, which must be listed too")
@@ -306,9 +307,8 @@ class TargetProfile:
         return tuple(a for a in self.artifacts if ARTIFACTS[a].on_runtimes)
 
     def runtimes_for(self, artifact: str) -> tuple[RuntimeSpec, ...]:
-        """The profile's runtimes that check ``artifact``: a raw-text model only where tensorflow-text's kernels and the Flex
-        delegate are, a Tasks-ready model only on a Tasks library, which runs nothing else (``Runtime.runs``)."""
-        return tuple(r for r in self.runtimes if r.row.runs(ARTIFACTS[artifact].inputs))
+        """The profile's runtimes that check ``artifact``: those that run its interface (``Runtime.interfaces``)."""
+        return tuple(r for r in self.runtimes if ARTIFACTS[artifact].interface in r.row.interfaces)
 
     @property
     def per_channel_dense(self) -> bool:
@@ -364,7 +364,7 @@ def profile_names(targets_dir: Path | str) -> list[str]:
 def tokenizer_refusal(profile: TargetProfile, lower_case: bool, hparams_path: Path) -> str | None:
     """Why the profile cannot be built with this tokenizer setting, or ``None``: MediaPipe's ``BertTokenizer`` metadata has
     no casing switch (it always lowercases), so a Tasks-ready model of a cased vocabulary would tokenize unlike training."""
-    tasks = [a for a in profile.artifacts if ARTIFACTS[a].inputs == "tasks"]
+    tasks = [a for a in profile.artifacts if ARTIFACTS[a].interface_row.needs_lower_case]
     if lower_case or not tasks:
         return None
     return (

@@ -1,9 +1,10 @@
-"""Climb the quantization ladder (``edge_build.recipes``): the first recipe whose model passes every gate, and every attempt.
+"""Climb the quantization ladder (``edge_build.convert.recipes``): the first recipe whose model passes every gate, and every attempt.
 
-The tflite stage supplies the judge (its parity gates on TensorFlow's interpreter and
-on the profile's required runtimes); this module converts each recipe, skips those
-the runtime table already rules out, and renders the attempts as the one table a
-failed ladder prints. TensorFlow is imported inside the functions.
+``ladder_judge`` is the gates (the artifact's parity on TensorFlow's interpreter and
+on the profile's required runtimes, no Flex op a runtime lacks); ``climb`` converts
+each recipe, skips those the runtime table already rules out, and ``attempt_table``
+renders the attempts as the one table a failed ladder prints. TensorFlow is imported
+inside the functions.
 """
 
 from __future__ import annotations
@@ -11,15 +12,25 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 
+from edge_build.artifacts import ARTIFACTS
+from edge_build.board.decision import DERIVED, breaches
+from edge_build.board.parity import compare
 from edge_build.config.profile import TargetProfile
-from edge_build.recipes import FLOAT_WORST_STEPS, RECIPES
+from edge_build.convert.converter import converter_settings, make_converter, quiet_tensorflow_lite, recipe_converter, run_tflite
+from edge_build.convert.gates import flex_refusal, validation_on_runtime
+from edge_build.convert.job import ConversionJob, Converted
+from edge_build.convert.operators import inspect_model
+from edge_build.convert.recipes import FLOAT_WORST_STEPS, RECIPES
+from edge_build.errors import StageError
 from edge_build.stacks import not_installable
-from edge_build.tflite_host import converter_settings, quiet_tensorflow_lite, recipe_converter
 
 #: The per-layer debugger runs the model op by op; this many calibration samples give stable figures.
 DEBUG_SAMPLES = 64
@@ -168,3 +179,60 @@ def attempt_table(attempts: Sequence[Attempt]) -> str:
         size = f"{attempt.size_bytes / 1e6:.2f} MB" if attempt.size_bytes else "-"
         lines.append(f"  {attempt.recipe:<18} {attempt.outcome:<9} {size:>9}  {attempt.reason}")
     return "\n".join(lines)
+
+
+def gate_figures(figures: dict) -> dict:
+    return {
+        "examples": figures["examples"],
+        "top1_agreement": figures["top1_agreement"],
+        "accuracy_drop": DERIVED["accuracy_drop"](figures),
+    }
+
+
+def ladder_judge(job: ConversionJob) -> Callable[[bytes], Verdict]:
+    """The gates a recipe's model must pass: no Flex op a runtime lacks, and the artifact's parity on the validation split,
+    on TensorFlow's interpreter and on every required runtime (which must load and run it)."""
+    artifact, reference, val_ids, val_labels, profile = job.artifact, job.reference, job.val_ids, job.val_labels, job.profile
+
+    def judge(content: bytes) -> Verdict:
+        ops = inspect_model(content)
+        refusal = flex_refusal(ops, profile.runtimes_for(artifact))
+        if refusal:
+            return Verdict({}, [refusal], ops["float_ops"])
+        val_logits = run_tflite(content, val_ids)
+        figures, problems = {"tf.lite": compare(reference, val_logits, val_labels)}, []
+        with tempfile.TemporaryDirectory() as scratch:
+            model_file, golden = Path(scratch) / "candidate.tflite", Path(scratch) / "validation.npz"
+            model_file.write_bytes(content)
+            with open(golden, "wb") as handle:
+                np.savez(handle, ids=val_ids, labels=val_labels, reference_logits=reference.astype(np.float32))
+            for runtime in (r for r in profile.runtimes_for(artifact) if r.required):
+                result, error = validation_on_runtime(model_file, runtime.name, job.environment, golden, Path(scratch))
+                if error:
+                    problems.append(f"{runtime.name} cannot run it: {error}")
+                else:
+                    figures[f"{runtime.name} {result['runtime_version']}"] = result["parity"]
+        problems += [
+            f"{place}: {breach}"
+            for place, found in figures.items()
+            for breach in breaches(ARTIFACTS[artifact].parity, found, profile.tolerances.limits())
+        ]
+        return Verdict({place: gate_figures(found) for place, found in figures.items()}, problems, ops["float_ops"], val_logits)
+
+    return judge
+
+
+def quantize_by_ladder(job: ConversionJob) -> Converted:
+    """The first recipe of the profile's ladder whose model passes every gate, with the attempts and full INT8's per-layer errors."""
+    model, profile, representative = job.model, job.profile, job.representative
+    errors = quantization_errors(make_converter(model, "int8", profile, representative), representative)
+    climbed = climb(model, profile, representative, errors, ladder_judge(job))
+    attempts = [attempt.record() for attempt in climbed.attempts]
+    if climbed.recipe is None:
+        print(attempt_table(climbed.attempts), file=sys.stderr)
+        raise StageError(
+            f"{job.where}: no recipe of the quantization ladder passes every gate ({len(attempts)} in [quantization] recipes: the table above; "
+            "allowed: more recipes there, or looser int8 tolerances)"
+        )
+    record = {"quantization_errors": errors, "quantization_ladder": {"recipe": climbed.recipe, "attempts": attempts}}
+    return Converted(climbed.content, climbed.converter, record, climbed.val_logits)

@@ -1,19 +1,19 @@
 """TF Lite Model Metadata for a converted model, written by MediaPipe's metadata writer.
 
-    python -m edge_build.model_metadata MODEL OUT SPEC.json METADATA.json
+    python -m edge_build.convert.metadata_writer MODEL OUT SPEC.json METADATA.json
 
 Runs in the metadata writer's environment (``stacks.writer_environment``: MediaPipe
 0.10.21, the last release whose Python writer imports), never in the build's
 own Python; the tflite stage starts it. It reads the model, the spec (what
 ``metadata_spec`` returns: name, description, version, author, the model's
-kind, its vocabulary and labels) and writes the model with its metadata to OUT
+metadata layout, its vocabulary and labels) and writes the model with its metadata to OUT
 and the metadata as MediaPipe's displayer shows it (JSON) to METADATA.json.
 
-- A Tasks-ready model (``tasks``) gets what MediaPipe's TextClassifier reads:
+- A Tasks-ready model (layout ``bert``) gets what MediaPipe's TextClassifier reads:
   ``BertTokenizer`` with the vocabulary, its three inputs by name, the labels on
   its scores (``create_for_bert_model``).
-- An ids model gets the vocabulary on its ids input and the labels on its
-  logits; a raw-text model the labels on its logits. Plain tensor metadata, not
+- An ids model (``ids``) gets the vocabulary on its ids input and the labels on
+  its logits; a raw-text model (``text``) the labels on its logits. Plain tensor metadata, not
   a classification output: MediaPipe's would state scores between 0 and 1.
 
 Everything else about the file stays as converted: the graph is untouched, the
@@ -37,11 +37,11 @@ ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
 
 def metadata_spec(
-    kind: str, name: str, description: str, version: str, vocab: Path, labels: list[str], inputs: list[str], outputs: list[str]
+    layout: str, name: str, description: str, version: str, vocab: Path, labels: list[str], inputs: list[str], outputs: list[str]
 ) -> dict:
-    """The spec this module reads: the model's kind (an artifact row's ``inputs``), its tensors' names, vocabulary and labels."""
+    """The spec this module reads: the model's metadata layout (its interface's ``metadata``), its tensors' names, vocabulary and labels."""
     return {
-        "kind": kind,
+        "layout": layout,
         "name": name,
         "description": description,
         "version": version,
@@ -79,7 +79,7 @@ def write(model: bytes, spec: dict) -> tuple[bytes, str]:
 
     general = metadata_info.GeneralMd(name=spec["name"], version=spec["version"], description=spec["description"], author=spec["author"])
     labels = metadata_writer.Labels().add(spec["labels"])
-    if spec["kind"] == "tasks":
+    if spec["layout"] == "bert":
         ids, mask, segments = spec["inputs"]
         tasks = text_classifier.MetadataWriter.create_for_bert_model(
             bytearray(model), metadata_writer.BertTokenizer(spec["vocab"]), labels, ids_name=ids, mask_name=mask, segment_name=segments
@@ -91,7 +91,7 @@ def write(model: bytes, spec: dict) -> tuple[bytes, str]:
             spec["vocab"], "WordPiece vocabulary: line n is token id n", metadata_info._metadata_fb.AssociatedFileType.VOCABULARY
         )
         (inputs,) = spec["inputs"]
-        if spec["kind"] == "ids":
+        if spec["layout"] == "ids":
             # add_feature_input takes no associated files: the tensor's metadata carries the vocabulary, the writer packs it.
             writer._input_mds.append(metadata_info.TensorMd(name=inputs, description="int32 WordPiece ids, 0 is padding", associated_files=[vocab]))
             writer._associated_files.append(spec["vocab"])
@@ -115,7 +115,7 @@ def write(model: bytes, spec: dict) -> tuple[bytes, str]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 4:
-        print("usage: python -m edge_build.model_metadata MODEL OUT SPEC.json METADATA.json", file=sys.stderr)
+        print("usage: python -m edge_build.convert.metadata_writer MODEL OUT SPEC.json METADATA.json", file=sys.stderr)
         return 2
     model, out, spec, shown = (Path(a) for a in argv)
     try:

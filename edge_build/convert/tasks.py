@@ -25,20 +25,19 @@ words (``word_aliases``).
 from __future__ import annotations
 
 import re
+import time
 import unicodedata
 from pathlib import Path
 
 import numpy as np
 
+from edge_build.convert.converter import converter_settings, make_converter, quiet_tensorflow_lite
+from edge_build.convert.job import ConversionJob, Converted
+from edge_build.errors import StageError
+from edge_build.interfaces import BERT_INPUTS, BERT_TENSORS
 from edge_build.special_tokens import JOINER, UNK
-from edge_build.tflite_host import quiet_tensorflow_lite
+from edge_build.tfrecord import read_split
 from edge_build.tokenizer import token_ids
-
-#: The inputs in the order the wrapper takes them, named as MediaPipe's metadata writer expects them by default.
-INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
-#: The TF Lite tensor name of each input: what the metadata writer pairs with its ``ids``, ``mask`` and ``segment_ids``.
-TENSOR_NAMES = {name: f"serving_default_{name}:0" for name in INPUT_NAMES}
-
 
 #: The code points looked at for aliases: the Basic Multilingual Plane and the next, where every compatibility form lies.
 ALIAS_RANGE = range(0x80, 0x20000)
@@ -162,7 +161,7 @@ def tasks_model(model, sequence_length: int, remap: np.ndarray):
     token's for an alias (``mediapipe_vocabulary``)."""
     import keras
 
-    ids, mask, segment_ids = (keras.Input(shape=(sequence_length,), dtype="int32", name=name, batch_size=1) for name in INPUT_NAMES)
+    ids, mask, segment_ids = (keras.Input(shape=(sequence_length,), dtype="int32", name=name, batch_size=1) for name in BERT_INPUTS)
     masked = keras.ops.take(keras.ops.convert_to_tensor(remap, dtype="int32"), ids * mask)
     shifted = keras.ops.concatenate([masked[:, 1:], keras.ops.zeros_like(masked[:, :1])], axis=1)
     # The segment ids are unused (one segment), but MediaPipe feeds all three inputs: the converter keeps it.
@@ -172,7 +171,7 @@ def tasks_model(model, sequence_length: int, remap: np.ndarray):
 def mediapipe_layout(ids: np.ndarray) -> dict[str, np.ndarray]:
     """What MediaPipe feeds for the texts whose tokenize-stage ids are ``ids`` (trailing padding, every token id > 0)."""
     rows, length = ids.shape
-    feeds = {name: np.zeros((rows, length), np.int32) for name in INPUT_NAMES}
+    feeds = {name: np.zeros((rows, length), np.int32) for name in BERT_INPUTS}
     for row, tokens in enumerate(ids):
         kept = tokens[tokens > 0][: length - 2]
         feeds["input_word_ids"][row, 1 : 1 + len(kept)] = kept
@@ -183,7 +182,7 @@ def mediapipe_layout(ids: np.ndarray) -> dict[str, np.ndarray]:
 def representative_dataset(representative: np.ndarray):
     """The converter's calibration samples: ``representative.npy``'s rows in MediaPipe's layout."""
     feeds = mediapipe_layout(representative)
-    return lambda: ({name: feeds[name][row : row + 1] for name in INPUT_NAMES} for row in range(len(representative)))
+    return lambda: ({name: feeds[name][row : row + 1] for name in BERT_INPUTS} for row in range(len(representative)))
 
 
 def run_tasks_tflite(content: bytes, ids: np.ndarray) -> np.ndarray:
@@ -198,8 +197,41 @@ def run_tasks_tflite(content: bytes, ids: np.ndarray) -> np.ndarray:
     feeds = mediapipe_layout(ids)
     scores = np.zeros((len(ids), output["shape"][-1]), np.float32)
     for row in range(len(ids)):
-        for name, tensor in TENSOR_NAMES.items():
+        for name, tensor in BERT_TENSORS.items():
             interpreter.set_tensor(by_name[tensor], feeds[name][row : row + 1])
         interpreter.invoke()
         scores[row] = interpreter.get_tensor(output["index"])[0]
     return scores
+
+
+def convert(job: ConversionJob) -> Converted:
+    """The Tasks-ready model, full INT8 calibrated on ``representative.npy`` in MediaPipe's layout, with MediaPipe's
+    vocabulary (the training tokens and the aliases, those of the training texts' words included) for its metadata."""
+    import tensorflow as tf
+
+    if not job.hparams.tokenizer.lower_case:
+        raise StageError(
+            f"{job.where}: {job.artifact} needs lower_case = true in [tokenizer] of {job.files.hparams}: MediaPipe's BertTokenizer always lowercases"
+        )
+    train_texts, _ = read_split(job.file("train"))
+    profile, representative, sequence_length = job.profile, job.representative, job.sequence_length
+    vocab_text, remap = mediapipe_vocabulary(job.files.vocab, train_texts)
+    converter = make_converter(tasks_model(job.model, sequence_length, remap), "int8", profile, None)
+    converter.representative_dataset = representative_dataset(representative)
+    converter.inference_output_type = tf.float32  # MediaPipe refuses an int8 output tensor
+    started = time.perf_counter()
+    with quiet_tensorflow_lite():
+        content = converter.convert()
+    settings = {"seconds": round(time.perf_counter() - started, 3), **converter_settings(converter)}
+    layout = {
+        "inputs": BERT_TENSORS,
+        "layout": "MediaPipe feeds [CLS] s1 ... sn [SEP] 0 ...; [CLS] and [SEP] are not in the vocabulary and look up to 0, so the "
+        "model multiplies the ids by the mask and drops position 0: the classifier sees the tokenize stage's ids, at most "
+        f"{sequence_length - 2} WordPieces",
+        "output": "softmax scores (float32)",
+        "aliases": int(np.count_nonzero(remap != np.arange(len(remap)))),  # a training id maps to itself, an alias elsewhere
+        "aliases_why": "MediaPipe's tokenizer lowercases ASCII only: each punctuation mark or symbol that training's normalization "
+        "turns into one token (a full-width comma into ','), and each WordPiece of the training texts' non-ASCII words as MediaPipe "
+        "spells it ('Últ' for 'ult'), is added to its vocabulary and mapped to that token's id in the model",
+    }
+    return Converted(content, settings, {"tasks_model": layout}, vocab_text=vocab_text)

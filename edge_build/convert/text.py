@@ -19,13 +19,26 @@ TensorFlow is imported inside the functions.
 from __future__ import annotations
 
 import re
+import tempfile
+import time
 import types
 from pathlib import Path
 
 import numpy as np
 
+from edge_build.board.parity import pack_texts
+from edge_build.config.profile import TargetProfile
+from edge_build.convert.converter import quiet_tensorflow_lite
+from edge_build.convert.gates import preflight
+from edge_build.convert.job import ConversionJob, Converted
+from edge_build.convert.operators import inspect_model
 from edge_build.errors import StageError
+from edge_build.isolated import run_isolated
+from edge_build.runtime_envs import launcher
 from edge_build.special_tokens import UNK
+from edge_build.tfrecord import read_split
+
+TEXTS_TIMEOUT_S = 600
 
 #: The raw-text model's outputs, in the order the converter numbers them (sorted keys).
 LOGITS, TOKEN_IDS = "logits", "token_ids"
@@ -190,3 +203,148 @@ def finished(content: bytes) -> bytes:
             if code and code.startswith(b"Flex"):
                 op.customOptions = list(deterministic_flex_options(bytes(op.customOptions)))
     return _pack(model)
+
+
+def run_texts(model_path: Path, runtime: str, environment: dict, texts: list[bytes], scratch: Path) -> tuple[np.ndarray, np.ndarray]:
+    """A raw-text model's logits and token ids for ``texts``, run by ``runtime`` in its runtime environment."""
+    texts_file, out_file = scratch / "texts.npz", scratch / "outputs.npz"
+    with open(texts_file, "wb") as handle:
+        np.savez(handle, **pack_texts(texts))
+    python, variables = launcher(environment)
+    command = [*python, "-m", "edge_build.board.texts", runtime, str(model_path), str(texts_file), str(out_file)]
+    result, abnormal = run_isolated(command, TEXTS_TIMEOUT_S, variables)
+    if abnormal or result.returncode != 0:
+        raise StageError(
+            f"{runtime} could not run the raw-text model on {len(texts)} texts: {abnormal or (result.stderr.strip().splitlines() or [''])[-1]}"
+        )
+    with np.load(out_file, allow_pickle=False) as outputs:
+        return outputs["logits"], outputs["token_ids"]
+
+
+def first_id_mismatch(split: str, got: np.ndarray, expected: np.ndarray, vocab: list[str]) -> str | None:
+    """The first example whose in-model token ids differ from the tokenize stage's, described; None when all match."""
+    differing = np.nonzero((got != expected).any(axis=1))[0]
+    if not len(differing):
+        return None
+    example = int(differing[0])
+    position = int(np.nonzero(got[example] != expected[example])[0][0])
+
+    def token(i: int) -> str:
+        return f"{i} ({vocab[i]!r})" if 0 <= i < len(vocab) else str(i)
+
+    return (
+        f"{len(differing)} of {len(got)} {split} texts tokenize differently in the model; the first is {split} example {example}: "
+        f"token {position} is {token(int(got[example, position]))}, the training tokenizer gives {token(int(expected[example, position]))}"
+    )
+
+
+def op_path_ladder(text_fn, model, profile: TargetProfile, runtime: str, environment: dict, scratch: Path, where: str) -> tuple[int, list[dict]]:
+    """Try builtins, then custom ops, then Flex; the first step whose float model ``runtime`` loads and runs, and every attempt."""
+    from tensorflow.lite.python.convert import ConverterError
+
+    attempts: list[dict] = []
+    for step, title in enumerate(STEPS):
+        if step == len(STEPS) - 1 and not profile.quantization.select_tf_ops:
+            raise StageError(
+                f"{where}: {attempts[-1]['reason']}, and the SELECT_TF_OPS fallback is off (allowed: select_tf_ops = true in [quantization])"
+            )
+        try:
+            with quiet_tensorflow_lite():
+                content = converter_for(text_fn, model, step).convert()
+        except ConverterError as exc:
+            reason = f"the converter found no TF Lite builtin for {', '.join(ops_named_in(str(exc)))}"
+            attempts.append({"step": title, "ok": False, "reason": reason, "custom_ops": [], "flex_ops": []})
+            continue
+        ops = inspect_model(content)
+        probe_model = scratch / f"step{step}.tflite"
+        probe_model.write_bytes(content)
+        probe = preflight(probe_model, runtime, environment)
+        reason = "loads and runs" if probe["ok"] else probe["error"]
+        attempts.append(
+            {
+                "step": title,
+                "ok": probe["ok"],
+                "reason": f"{runtime} {probe.get('version') or ''}: {reason}",
+                "custom_ops": ops["custom_ops"],
+                "flex_ops": ops["flex_ops"],
+            }
+        )
+        if probe["ok"]:
+            return step, attempts
+    raise StageError(f"{where}: no op path gives a model {runtime} runs: {'; '.join(a['step'] + ': ' + a['reason'] for a in attempts)}")
+
+
+def op_paths(ops: dict, attempts: list[dict]) -> dict:
+    """Which path each op of the final model took, and why (read from the attempts that failed before it)."""
+    custom_step = next((a for a in attempts if a["step"] == STEPS[1]), None)
+    unresolved = set(re.findall(r"unresolved custom op: (\w+)", custom_step["reason"])) if custom_step else set()
+    tried_as_custom = set(custom_step["custom_ops"]) if custom_step else set()
+
+    def why_flex(op: str) -> str:
+        name = op.removeprefix("Flex")
+        if name in unresolved:
+            return "no TF Lite builtin and no tensorflow-text kernel: the runtime refused it as a custom op"
+        if name in tried_as_custom:
+            return "no TF Lite builtin; with SELECT_TF_OPS on, the converter takes Flex for every op on the Flex allow-list"
+        return "no TF Lite builtin"
+
+    return {
+        "builtin": sorted({o["op"] for o in ops["operators"] if o["kind"] == "builtin"}),
+        "custom": {op: "tensorflow-text's TF Lite kernel (not on the Flex allow-list)" for op in ops["custom_ops"]},
+        "flex": {op: why_flex(op) for op in ops["flex_ops"]},
+    }
+
+
+def convert(job: ConversionJob) -> Converted:
+    """The raw-text model: op-path ladder, INT8 with the ids model's ranges, then its own token ids checked on every validation and test text."""
+    model, hparams, profile, representative, environment = job.model, job.hparams, job.profile, job.representative, job.environment
+    val_ids, test_ids, where = job.val_ids, job.test_ids, job.where
+    test_records = job.file("test")
+    artifact_runtimes = profile.runtimes_for(job.artifact)
+    runtime = artifact_runtimes[0].name
+    text_fn, ids_fn = text_functions(model, job.files.vocab, hparams.tokenizer.lower_case, hparams.tokenizer.sequence_length)
+    with tempfile.TemporaryDirectory() as scratch:
+        started = time.perf_counter()
+        step, attempts = op_path_ladder(text_fn, model, profile, runtime, environment, Path(scratch), where)
+        with quiet_tensorflow_lite():
+            ranges = calibrated_ranges(ids_fn, model, representative, profile.per_channel_dense)
+            content, ranged = quantize_with_ranges(converter_for(text_fn, model, step), ranges, profile.per_channel_dense)
+        seconds = time.perf_counter() - started
+        model_file = Path(scratch) / "model.tflite"
+        model_file.write_bytes(content)
+        val_texts, _ = read_split(job.files.val)
+        test_texts, _ = read_split(test_records)
+        # One run for both splits: the runtime's start (importing TensorFlow) is most of it.
+        logits, model_ids = run_texts(model_file, runtime, environment, val_texts + test_texts, Path(scratch))
+        val_logits, test_logits = logits[: len(val_texts)], logits[len(val_texts) :]
+        val_model_ids, test_model_ids = model_ids[: len(val_texts)], model_ids[len(val_texts) :]
+    vocab = job.files.vocab.read_text(encoding="utf-8").splitlines()
+    for split, got, expected in (("validation", val_model_ids, val_ids), ("test", test_model_ids, test_ids)):
+        mismatch = first_id_mismatch(split, got, expected, vocab)
+        if mismatch:
+            raise StageError(f"{where}: the in-model tokenizer does not give the training tokenizer's ids: {mismatch}")
+    ops = inspect_model(content)
+    version = next(a["reason"].split(":")[0] for a in attempts if a["ok"])
+    record = {
+        "conversion_path": attempts,
+        "op_paths": op_paths(ops, attempts),
+        "calibration": {
+            "route": "activation ranges carried over from the ids model calibrated on representative.npy",
+            "why": (
+                "TF 2.21's calibrator runs the float model in an interpreter without the Flex delegate, so it cannot run this model; "
+                "the classifier part is the ids model's graph and the tokenizer part has no float tensors, so every float activation "
+                "takes the range the ids model's calibration measured on the same representative set, matched by tensor name"
+            ),
+            "samples": int(len(representative)),
+            "float_activations": ranged,
+        },
+        "token_ids_check": {"runtime": version, "examples": int(len(val_ids) + len(test_ids)), "splits": ["validation", "test"], "mismatches": 0},
+        "test_logits_runtime": version,
+    }
+    settings = {
+        "seconds": round(seconds, 3),
+        "optimizations": ["DEFAULT"],
+        "supported_ops": ["TFLITE_BUILTINS", *(["SELECT_TF_OPS"] if step >= 2 else [])],
+        "allow_custom_ops": step >= 1,
+    }
+    return Converted(content, settings, record, val_logits, test_logits)

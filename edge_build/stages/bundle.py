@@ -45,7 +45,7 @@ from edge_build.records import read_json, read_rows
 from edge_build.stacks import not_installable
 from edge_build.stage_files import add_files
 from edge_build.tfrecord import read_split
-from edge_build.typed_records import RuntimeChecks
+from edge_build.typed_records import RuntimeCheckRecord
 
 #: A bundle's launcher: it checks the folder holds exactly its manifest (standard library only) before numpy, a
 #: runtime or any other code of the bundle is imported, and no compiled bytecode is read from or written into it.
@@ -182,22 +182,26 @@ def write_tarball(folder: Path, archive: Path, top: str) -> None:
 
 def text_models(profile: TargetProfile) -> tuple[str, ...]:
     """The profile's raw-text models (their tokenizer inside)."""
-    return tuple(name for name in profile.runtime_artifacts if ARTIFACTS[name].inputs == "text")
+    return tuple(name for name in profile.runtime_artifacts if ARTIFACTS[name].interface_row.tokenizer_inside)
 
 
 def text_in_models(profile: TargetProfile) -> tuple[str, ...]:
     """The profile's models a runtime gives raw text: raw-text models, and Tasks-ready ones (MediaPipe tokenizes for them)."""
-    return tuple(name for name in profile.runtime_artifacts if ARTIFACTS[name].given_text)
+    return tuple(name for name in profile.runtime_artifacts if ARTIFACTS[name].interface_row.given_text)
 
 
 def default_artifact(profile: TargetProfile) -> str:
-    """What the board scripts run unless told otherwise: a raw-text model where there is one, else the smallest weights, INT8
-    where there is one; a Tasks-ready model only on a Tasks library, never by default."""
+    """What the board scripts run unless told otherwise: the model of the first interface by its bundle rank (a raw-text
+    model where there is one), then the smallest weights, INT8 where there is one; a model of an interface without a rank
+    (a Tasks-ready one) only on a runtime that runs nothing else, never by default."""
     order = ("int8", "fp16", "fp32")
-    return min(
-        profile.runtime_artifacts,
-        key=lambda name: (ARTIFACTS[name].inputs != "text", ARTIFACTS[name].inputs == "tasks", order.index(ARTIFACTS[name].precision)),
-    )
+
+    def rank(name: str) -> tuple[float, int]:
+        row = ARTIFACTS[name]
+        default_rank = row.interface_row.default_rank
+        return (float("inf") if default_rank is None else default_rank, order.index(row.precision))
+
+    return min(profile.runtime_artifacts, key=rank)
 
 
 def default_models(profile: TargetProfile, recommended: dict) -> dict[str, str]:
@@ -284,7 +288,7 @@ def at_most(value: float) -> str:
     return f"≤ {next(step * decade for step in MEMORY_STEPS if step * decade >= value):g} MB"
 
 
-def installed_size(checks: RuntimeChecks, runtime: str, path: Path) -> str:
+def installed_size(checks: RuntimeCheckRecord, runtime: str, path: Path) -> str:
     """The runtime's installed size in the environment its checks ran in."""
     entry = checks.installed(runtime)
     if "disk_mb" in entry:
@@ -296,7 +300,7 @@ def installed_size(checks: RuntimeChecks, runtime: str, path: Path) -> str:
     return "not measured"
 
 
-def peak_memory(checks: RuntimeChecks, model: str, runtime: str, able: list[str]) -> str:
+def peak_memory(checks: RuntimeCheckRecord, model: str, runtime: str, able: list[str]) -> str:
     if runtime not in able:
         return "cannot run it"
     outcome = checks.outcome(model, runtime)
@@ -305,7 +309,7 @@ def peak_memory(checks: RuntimeChecks, model: str, runtime: str, able: list[str]
 
 def footprint_table(profile: TargetProfile, stack: dict, runtimes: dict[str, list[str]], path: Path) -> str:
     """A Markdown table: per runtime, its installed size and each model's peak memory, from the runtime checks' record ``path``."""
-    checks = RuntimeChecks.read(path)
+    checks = RuntimeCheckRecord.read(path)
     models = profile.runtime_artifacts
     lines = [
         "| runtime | installed | " + " | ".join(f"peak memory, {ARTIFACTS[m].path}" for m in models) + " |",

@@ -18,7 +18,7 @@ from edge_build.atomic import atomic_output
 from edge_build.config.profile import TargetProfile, read_profile
 from edge_build.evaluation import EvaluationInputs, evaluate
 from edge_build.layout import Target
-from edge_build.stage_files import add_files
+from edge_build.stage_files import add_files, stage_inputs
 
 
 def build_evaluation(profile: TargetProfile, inputs: EvaluationInputs, target: Target) -> dict:
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
 def drive(args: argparse.Namespace) -> None:
     profile = read_profile(args.profile)
     target = Target(args.target_dir, profile.name)
-    evaluation = build_evaluation(profile, EvaluationInputs(args.reference, args.reference_logits, args.test, args.labels), target)
+    evaluation = build_evaluation(profile, stage_inputs("evaluate", EvaluationInputs, args), target)
     print(f"evaluate: {len(evaluation['artifacts'])} artifact(s) of {profile.name} within tolerances on the test split -> {target.evaluation}")
     for name, record in evaluation["artifacts"].items():
         for gate in record["gates"]:

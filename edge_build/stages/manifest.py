@@ -28,7 +28,7 @@ from edge_build.layout import Target
 from edge_build.provenance import build_timestamp, git_revision, package_versions, sha256_file
 from edge_build.records import read_json
 from edge_build.stacks import not_installable
-from edge_build.stage_files import add_files
+from edge_build.stage_files import add_files, stage_inputs
 from edge_build.typed_records import Evaluation
 
 
@@ -43,7 +43,7 @@ def artifact_record(target: Target, name: str) -> dict:
     if path.is_file():
         return {"path": relative, **file_record(path)}
     if not path.is_dir():
-        raise StageError(f"{path}: artifact not found (run the {ARTIFACTS[name].kind.replace('saved_model', 'export')} stage first)")
+        raise StageError(f"{path}: artifact not found (run the {ARTIFACTS[name].format.replace('saved_model', 'export')} stage first)")
     files = {p.relative_to(path).as_posix(): file_record(p) for p in sorted(path.rglob("*")) if p.is_file()}
     if not files:
         raise StageError(f"{path}: the artifact directory is empty")
@@ -60,7 +60,7 @@ def converter_settings(target: Target, profile: TargetProfile) -> dict:
     """Each TF Lite artifact's converter settings, without the time conversion took."""
     settings = {}
     for name in profile.runtime_artifacts:
-        converter = read_json(target.conversion_report(name))["converter"]
+        converter = read_json(target.conversion_record(name))["converter"]
         settings[name] = {key: value for key, value in converter.items() if key != "seconds"}
     return settings
 
@@ -136,9 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
 def drive(args: argparse.Namespace) -> None:
     profile = read_profile(args.profile)
     target = Target(args.target_dir, profile.name)
-    record = build_manifest(
-        profile, ManifestInputs(args.data_summary, args.window, args.train_log, args.weights, args.vocab, args.calibration_summary), target
-    )
+    record = build_manifest(profile, stage_inputs("manifest", ManifestInputs, args), target)
     print(f"manifest: {len(record['artifacts'])} artifact(s) of {profile.name}, git {record['git_revision']} -> {target.manifest}")
 
 

@@ -1,12 +1,14 @@
 """Stage *report*: render a target's records as ``report.md`` and the console headline; it computes nothing.
 
 Reads the evaluate stage's ``eval.json``, the target's conversion records and
-runtime checks, the data ``summary.json`` and ``report.json``, the quality gate's
-``quality.json``, ``train_log.json``, for the XLA SavedModel ``xla_checks.json``
-and, for INT8, the calibration summary. One renderer per section; a raw-text
-model's section lists its custom and Flex ops, its conversion path, calibration
-route and tokenizer check, and the runtimes' footprint. Loads neither TensorFlow
-nor numpy (``tests/test_report_golden.py`` renders a real build's records).
+runtime checks (``runtime_checks.json``, and ``recommended.json``: what to
+deploy on each runtime, as the runtime checks decided it), the data
+``summary.json`` and ``report.json``, the quality gate's ``quality.json``,
+``train_log.json``, for the XLA SavedModel ``xla_checks.json`` and, for INT8,
+the calibration summary. One renderer per section; a raw-text model's section
+lists its custom and Flex ops, its conversion path, calibration route and
+tokenizer check, and the runtimes' footprint. Loads neither TensorFlow nor numpy
+(``tests/test_report_golden.py`` renders a real build's records).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import sys
 from pathlib import Path
 
 from edge_build import cli, recommend, saved_model, xla
-from edge_build.artifacts import ARTIFACTS, INPUT_WORDS, logit_error
+from edge_build.artifacts import ARTIFACTS, logit_error
 from edge_build.atomic import atomic_output
 from edge_build.board.decision import golden_size_words
 from edge_build.config.profile import TargetProfile, read_profile
@@ -28,8 +30,8 @@ from edge_build.layout import Target
 from edge_build.markdown import table
 from edge_build.records import read_json
 from edge_build.runtime_envs import describe
-from edge_build.stage_files import add_files
-from edge_build.typed_records import Evaluation, RuntimeChecks
+from edge_build.stage_files import add_files, stage_inputs
+from edge_build.typed_records import Evaluation, Recommended, RuntimeCheckRecord
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +47,7 @@ class ReportInputs:
     xla_checks: Path | None = None
 
 
-def render_runtime_checks(summary: RuntimeChecks, profile: TargetProfile) -> list[str]:
+def render_runtime_checks(summary: RuntimeCheckRecord, profile: TargetProfile) -> list[str]:
     settings = summary.settings
     lines = [
         "",
@@ -152,7 +154,7 @@ def render_runtime_checks(summary: RuntimeChecks, profile: TargetProfile) -> lis
     )
     lines += ["", "![latency per invoke](latency.png)"]
     lines += render_narrowed_runtimes(profile)
-    if any(ARTIFACTS[name].inputs == "text" for name in summary.artifacts):
+    if any(ARTIFACTS[name].interface_row.tokenizer_inside for name in summary.artifacts):
         lines += render_footprint(summary)
     return lines
 
@@ -165,11 +167,11 @@ def render_narrowed_runtimes(profile: TargetProfile) -> list[str]:
         checked = [r.name for r in profile.runtimes_for(name)]
         if set(checked) != everywhere:
             skipped = ", ".join(sorted(everywhere - set(checked)))
-            lines += ["", f"{name} is checked only on {', '.join(checked)}: it {INPUT_WORDS[ARTIFACTS[name].inputs]}, which {skipped} cannot run."]
+            lines += ["", f"{name} is checked only on {', '.join(checked)}: it {ARTIFACTS[name].interface_row.words}, which {skipped} cannot run."]
     return lines
 
 
-def render_footprint(summary: RuntimeChecks) -> list[str]:
+def render_footprint(summary: RuntimeCheckRecord) -> list[str]:
     """Each runtime's installed size and peak memory side by side: what running Flex costs against a plain TF Lite runtime."""
     installed = summary.environment["runtimes"]
     peaks: dict[str, dict[str, float]] = {}
@@ -246,10 +248,11 @@ class Context:
     data_report: dict
     quality: dict
     train_log: dict
-    tflite_reports: dict
-    runtime_checks: RuntimeChecks | None
+    conversion_records: dict
+    runtime_checks: RuntimeCheckRecord | None
     xla_checks: dict | None
     calibration: dict | None
+    recommended: Recommended | None
 
     @classmethod
     def read(cls, profile: TargetProfile, inputs: ReportInputs, target: Target) -> Context:
@@ -258,10 +261,11 @@ class Context:
             data_report=read_json(inputs.data_report),
             quality=read_json(inputs.quality),
             train_log=read_json(inputs.train_log),
-            tflite_reports={name: read_json(target.conversion_report(name)) for name in profile.runtime_artifacts},
-            runtime_checks=RuntimeChecks.read(target.runtime_checks) if profile.runtime_artifacts else None,
+            conversion_records={name: read_json(target.conversion_record(name)) for name in profile.runtime_artifacts},
+            runtime_checks=RuntimeCheckRecord.read(target.runtime_checks) if profile.runtime_artifacts else None,
             xla_checks=read_json(inputs.xla_checks) if inputs.xla_checks else None,
             calibration=read_json(inputs.calibration_summary) if inputs.calibration_summary else None,
+            recommended=Recommended.read(target.recommended) if profile.runtime_artifacts else None,
         )
 
 
@@ -278,7 +282,7 @@ def keys_words(key: str, bound) -> str:
 
 
 def bound_words(bound) -> str:
-    """A tolerance as ``board.parity.limit_of`` applies it: a number, or a logit-error bound scaled by the reference's logits."""
+    """A tolerance as ``board.decision.limit_of`` applies it: a number, or a logit-error bound scaled by the reference's logits."""
     if isinstance(bound, dict):
         return f"{bound['rtol']:.3g} × the reference's largest |logit| + {bound['atol']:g}"
     return f"{bound:g}"
@@ -393,9 +397,9 @@ def render_title(evaluation: Evaluation, data_headline: str) -> list[str]:
     return [f"# edge-build report: target `{evaluation.target}`", "", f"Data: {data_headline} (`data/report.md`).", ""]
 
 
-def render_deploy(checks: RuntimeChecks, evaluation: Evaluation, profile: TargetProfile) -> list[str]:
-    """What to deploy on each runtime, and why: the page's first table (``edge_build.recommend``)."""
-    chosen = recommend.for_target(checks, recommend.sizes_of(evaluation), profile)
+def render_deploy(checks: RuntimeCheckRecord, recommended: Recommended, evaluation: Evaluation, profile: TargetProfile) -> list[str]:
+    """What to deploy on each runtime, and why: the page's first table, as ``recommended.json`` says (``recommend.explained``)."""
+    chosen = recommend.explained(recommended, checks, recommend.sizes_of(evaluation), profile)
     versions = {r.name: r.version for r in profile.runtimes}
     rows = [
         [
@@ -420,15 +424,16 @@ def render_deploy(checks: RuntimeChecks, evaluation: Evaluation, profile: Target
     return lines + ([""] + notes if notes else []) + [""]
 
 
-def tasks_notes(checks: RuntimeChecks) -> list[str]:
+def tasks_notes(checks: RuntimeCheckRecord) -> list[str]:
     """For an app: each Tasks-ready model that passed in its Tasks library, with its latency per text."""
     notes = []
     for outcome in checks.ran():
-        if ARTIFACTS[outcome.artifact].inputs == "tasks" and not outcome.record["problems"]:
-            r = outcome.record
+        row, r = ARTIFACTS[outcome.artifact], outcome.record
+        if row.interface_row.report_note and not r["problems"]:
             notes.append(
-                f"For an app, `{ARTIFACTS[outcome.artifact].path}` passed in {outcome.runtime} {r['runtime_version']}'s TextClassifier "
-                f"from raw text: p50 {r['latency']['p50_us']:.0f} µs per text, its tokenizer included (README: Use the model in an app)."
+                row.interface_row.report_note.format(
+                    path=row.path, runtime=outcome.runtime, version=r["runtime_version"], p50_us=r["latency"]["p50_us"]
+                )
             )
     return notes
 
@@ -462,11 +467,11 @@ def render_artifacts(evaluation: Evaluation) -> list[str]:
     return lines + render_mcnemar(evaluation.int8_vs_float)
 
 
-def render_conversion(tflite_reports: dict, profile: TargetProfile) -> list[str]:
+def render_conversion(conversion_records: dict, profile: TargetProfile) -> list[str]:
     """Each TF Lite artifact's conversion: settings, ops, where it loads, what stayed float, and its quantization error."""
     lines = ["", "## TF Lite conversion", ""]
     rows = []
-    for name, rep in tflite_reports.items():
+    for name, rep in conversion_records.items():
         runtimes = ", ".join(f"{n} {r['version']}: {'ok' if r['ok'] else r['error']}" for n, r in rep["runtimes"].items())
         rows.append(
             [
@@ -480,22 +485,22 @@ def render_conversion(tflite_reports: dict, profile: TargetProfile) -> list[str]
             ]
         )
     lines += table(["artifact", "output type", "supported ops", "Flex ops", "custom ops", "float activations", "loads and runs on"], rows)
-    names = list(tflite_reports)
+    names = list(conversion_records)
     counts: dict[tuple, dict] = {}
-    for name, rep in tflite_reports.items():
+    for name, rep in conversion_records.items():
         for op in rep["operators"]:
             counts.setdefault((op["op"], op["kind"]), {})[name] = f"{op['count']} (v{op['version']})"
     lines += ["", "Operators (count, version):", ""]
     lines += table(["operator", "kind", *names], [[op, kind, *(per.get(n, "") for n in names)] for (op, kind), per in sorted(counts.items())])
-    for name, rep in tflite_reports.items():
+    for name, rep in conversion_records.items():
         if rep["float_activations"]:
             lines += ["", f"{name} tensors that stayed float: " + ", ".join(f"`{t}`" for t in rep["float_activations"])]
         if "quantization_ladder" in rep:
             lines += render_quantization_ladder(name, rep["quantization_ladder"])
         if "quantization_errors" in rep:
             lines += render_quantization_errors(name, rep["quantization_errors"])
-    for name, rep in tflite_reports.items():
-        if ARTIFACTS[name].inputs == "text":
+    for name, rep in conversion_records.items():
+        if ARTIFACTS[name].interface_row.tokenizer_inside:
             lines += render_raw_text_model(name, rep, profile)
     return lines
 
@@ -505,11 +510,11 @@ def tensor_metadata(tensors: list[dict]) -> str:
     return ", ".join(f"`{t['name']}`" + "".join(f" ({f['name']} {f['type']})" for f in t.get("associated_files", [])) for t in tensors)
 
 
-def render_metadata(tflite_reports: dict) -> list[str]:
+def render_metadata(conversion_records: dict) -> list[str]:
     """Each TF Lite model's metadata (MediaPipe's metadata displayer), summed up in a table, then whole as JSON."""
     lines = ["", "## Model metadata", "", "What each `.tflite` says of itself, as MediaPipe's metadata displayer reads it:", ""]
     rows = []
-    for name, rep in tflite_reports.items():
+    for name, rep in conversion_records.items():
         shown = rep["metadata"]
         (subgraph,) = shown["subgraph_metadata"]
         units = ", ".join(
@@ -519,7 +524,7 @@ def render_metadata(tflite_reports: dict) -> list[str]:
         inputs, outputs = tensor_metadata(subgraph["input_tensor_metadata"]), tensor_metadata(subgraph["output_tensor_metadata"])
         rows.append([name, shown["name"], shown["version"], inputs, outputs, units or "none", shown["min_parser_version"]])
     lines += table(["artifact", "name", "version", "inputs", "outputs", "tokenizer", "min parser"], rows)
-    for name, rep in tflite_reports.items():
+    for name, rep in conversion_records.items():
         lines += [
             "",
             f"<details><summary>{name}: metadata JSON</summary>",
@@ -632,10 +637,10 @@ def render_markdown(evaluation: Evaluation, profile: TargetProfile, context: Con
     """The page: one renderer per section, each from its records; a section whose record the target lacks is left out."""
     lines = render_title(evaluation, context.data_report["headline"])
     if context.runtime_checks:
-        lines += render_deploy(context.runtime_checks, evaluation, profile)
+        lines += render_deploy(context.runtime_checks, context.recommended, evaluation, profile)
     lines += render_artifacts(evaluation) + render_quality(context.quality)
-    if context.tflite_reports:
-        lines += render_conversion(context.tflite_reports, profile) + render_metadata(context.tflite_reports)
+    if context.conversion_records:
+        lines += render_conversion(context.conversion_records, profile) + render_metadata(context.conversion_records)
     if context.xla_checks:
         lines += render_xla_checks(context.xla_checks)
     if context.runtime_checks:
@@ -679,15 +684,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def drive(args: argparse.Namespace) -> None:
     profile = read_profile(args.profile)
-    inputs = ReportInputs(
-        args.evaluation,
-        args.data_summary,
-        args.data_report,
-        args.quality,
-        args.train_log,
-        args.calibration_summary,
-        args.xla_checks,
-    )
+    inputs = stage_inputs("report", ReportInputs, args)
     target = Target(args.target_dir, profile.name)
     evaluation = build_report(profile, inputs, target)
     print(headline(evaluation, target.report))

@@ -14,7 +14,7 @@ For each artifact and each runtime that checks it (a raw-text model: only the
 runtimes with the Flex delegate and tensorflow-text's kernels), ``python -m edge_build.board.bench`` runs in its
 own process, exactly as on a board (tflite_runtime cannot share a process with
 TensorFlow): it runs the golden set and times invokes. Here its logits are
-compared with the reference (the artifact's parity checks: ``board.parity``, as
+compared with the reference (the artifact's parity checks: ``board.decision``, as
 ``bench.py --parity`` applies them on the board) and with TensorFlow's own
 ``tf.lite.Interpreter`` on the same file, which tells a runtime-version
 difference from a quantization one. A missing runtime, a model that fails to
@@ -33,12 +33,14 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_build import cli, parity, recommend
+from edge_build import cli, recommend
 from edge_build.artifacts import ARTIFACTS, logit_error
 from edge_build.atomic import atomic_outputs
 from edge_build.board import EXIT_RUNTIME_MISSING
-from edge_build.board.parity import pack_texts
+from edge_build.board.decision import failure_table, gate
+from edge_build.board.parity import compare, pack_texts
 from edge_build.config.profile import TargetProfile, read_profile
+from edge_build.convert.converter import conversion_mismatch
 from edge_build.errors import StageError
 from edge_build.isolated import failure_line, run_isolated
 from edge_build.layout import Target
@@ -47,7 +49,6 @@ from edge_build.records import read_json, read_labels, read_rows
 from edge_build.runtime_envs import describe, environment_in_use, launcher, unavailable
 from edge_build.stacks import RuntimeSpec
 from edge_build.stage_files import add_files
-from edge_build.tflite_host import conversion_mismatch
 from edge_build.tfrecord import read_split
 from edge_build.typed_records import CheckTable
 
@@ -84,14 +85,13 @@ def build_golden(test: TestSplit, examples: int, with_texts: bool = False) -> di
     }
 
 
-#: The runners a runtime row names (``Runtime.runner``), as the modules run: written out here, where the build sees them,
-#: so that editing one reruns the checks.
-RUNNERS = {"bench": "edge_build.board.bench"}
+#: What runs one model on one runtime: the board's own benchmark, which opens it as the runtime's row says (``Runtime.runner``).
+RUNNER = "edge_build.board.bench"
 
 
 def run_in_environment(model: Path, spec: RuntimeSpec, golden: Path, profile: TargetProfile, scratch: Path, runtime_env: dict) -> dict:
-    """The runtime's runner (its row's ``runner``: the board-side benchmark for a TF Lite interpreter) in its own process, in
-    the runtime environment; failures come back as a ``status``, not an exception."""
+    """The board's benchmark for ``model`` on the runtime, in its own process, in the runtime environment; failures come
+    back as a ``status``, not an exception."""
     settings, runtime = profile.checks, spec.name
     reason = unavailable(runtime_env, runtime)
     if reason:
@@ -101,7 +101,7 @@ def run_in_environment(model: Path, spec: RuntimeSpec, golden: Path, profile: Ta
     command = [
         *python,
         "-m",
-        RUNNERS[spec.row.runner],
+        RUNNER,
         str(model),
         "--runtime",
         runtime,
@@ -131,7 +131,7 @@ def run_in_environment(model: Path, spec: RuntimeSpec, golden: Path, profile: Ta
 
 def check_artifact(name: str, target: Target, golden: dict, golden_path: Path, profile: TargetProfile, scratch: Path, runtime_env: dict) -> dict:
     model = target.artifact(name)
-    problem = conversion_mismatch(model, read_json(target.conversion_report(name)))
+    problem = conversion_mismatch(model, read_json(target.conversion_record(name)))
     if problem:
         return {runtime.name: {"status": problem, "problems": [problem]} for runtime in profile.runtimes_for(name)}
     # TensorFlow's interpreter on the same file, run by the conversion stage over the whole test split.
@@ -143,9 +143,9 @@ def check_artifact(name: str, target: Target, golden: dict, golden_path: Path, p
         problems = [] if outcome["status"] == "ok" or not runtime.required else [outcome["status"]]
         if outcome["status"] == "ok":
             runtime_logits = outcome.pop("logits")
-            host = parity.compare(host_logits, runtime_logits, golden["labels"])
+            host = compare(host_logits, runtime_logits, golden["labels"])
             outcome["runtime_vs_tf_lite"] = {k: host[k] for k in ("max_abs_logit_error", "top1_agreement", "disagreeing_examples")}
-            problems += parity.gate(name, outcome, profile.tolerances, profile.latency_budget_ms(name))
+            problems += gate(ARTIFACTS[name].parity, outcome, profile.tolerances.limits(), profile.latency_budget_ms(name))
         outcome["problems"] = problems
         results[runtime.name] = outcome
     return results
@@ -167,7 +167,9 @@ def runtime_checks(profile: TargetProfile, test: TestSplit, target: Target, runt
 
 def checked_in(environment: dict, profile: TargetProfile, test: TestSplit, target: Target) -> dict:
     """The runtime checks, run in ``environment``: ``runtime_checks.json``'s record."""
-    golden = build_golden(test, profile.golden_examples(len(test.labels)), any(ARTIFACTS[a].given_text for a in profile.runtime_artifacts))
+    golden = build_golden(
+        test, profile.golden_examples(len(test.labels)), any(ARTIFACTS[a].interface_row.given_text for a in profile.runtime_artifacts)
+    )
     files = target.runtime_check_files
     with atomic_outputs(*files.values()) as temporaries, tempfile.TemporaryDirectory() as scratch:
         written = dict(zip(files, temporaries))
@@ -178,7 +180,7 @@ def checked_in(environment: dict, profile: TargetProfile, test: TestSplit, targe
         }
         rows = [(o.artifact, o.runtime, problem) for o in CheckTable(checks).outcomes() for problem in o.record["problems"]]
         if rows:
-            print(parity.failure_table(rows), file=sys.stderr)
+            print(failure_table(rows), file=sys.stderr)
             raise StageError(f"{target.dir}: runtime checks failed for {profile.source} (table above)")
         summary = {
             "target": profile.name,
