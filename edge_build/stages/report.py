@@ -471,37 +471,37 @@ def render_conversion(conversion_records: dict, profile: TargetProfile) -> list[
     """Each TF Lite artifact's conversion: settings, ops, where it loads, what stayed float, and its quantization error."""
     lines = ["", "## TF Lite conversion", ""]
     rows = []
-    for name, rep in conversion_records.items():
-        runtimes = ", ".join(f"{n} {r['version']}: {'ok' if r['ok'] else r['error']}" for n, r in rep["runtimes"].items())
+    for name, record in conversion_records.items():
+        runtimes = ", ".join(f"{n} {r['version']}: {'ok' if r['ok'] else r['error']}" for n, r in record["runtimes"].items())
         rows.append(
             [
                 name,
-                rep["converter"]["inference_output_type"],
-                ", ".join(rep["converter"]["supported_ops"]),
-                ", ".join(rep["flex_ops"]) or "none",
-                ", ".join(rep["custom_ops"]) or "none",
-                len(rep["float_activations"]),
+                record["converter"]["inference_output_type"],
+                ", ".join(record["converter"]["supported_ops"]),
+                ", ".join(record["flex_ops"]) or "none",
+                ", ".join(record["custom_ops"]) or "none",
+                len(record["float_activations"]),
                 runtimes,
             ]
         )
     lines += table(["artifact", "output type", "supported ops", "Flex ops", "custom ops", "float activations", "loads and runs on"], rows)
     names = list(conversion_records)
     counts: dict[tuple, dict] = {}
-    for name, rep in conversion_records.items():
-        for op in rep["operators"]:
+    for name, record in conversion_records.items():
+        for op in record["operators"]:
             counts.setdefault((op["op"], op["kind"]), {})[name] = f"{op['count']} (v{op['version']})"
     lines += ["", "Operators (count, version):", ""]
     lines += table(["operator", "kind", *names], [[op, kind, *(per.get(n, "") for n in names)] for (op, kind), per in sorted(counts.items())])
-    for name, rep in conversion_records.items():
-        if rep["float_activations"]:
-            lines += ["", f"{name} tensors that stayed float: " + ", ".join(f"`{t}`" for t in rep["float_activations"])]
-        if "quantization_ladder" in rep:
-            lines += render_quantization_ladder(name, rep["quantization_ladder"])
-        if "quantization_errors" in rep:
-            lines += render_quantization_errors(name, rep["quantization_errors"])
-    for name, rep in conversion_records.items():
+    for name, record in conversion_records.items():
+        if record["float_activations"]:
+            lines += ["", f"{name} tensors that stayed float: " + ", ".join(f"`{t}`" for t in record["float_activations"])]
+        if "quantization_ladder" in record:
+            lines += render_quantization_ladder(name, record["quantization_ladder"])
+        if "quantization_errors" in record:
+            lines += render_quantization_errors(name, record["quantization_errors"])
+    for name, record in conversion_records.items():
         if ARTIFACTS[name].interface_row.tokenizer_inside:
-            lines += render_raw_text_model(name, rep, profile)
+            lines += render_raw_text_model(name, record, profile)
     return lines
 
 
@@ -514,8 +514,8 @@ def render_metadata(conversion_records: dict) -> list[str]:
     """Each TF Lite model's metadata (MediaPipe's metadata displayer), summed up in a table, then whole as JSON."""
     lines = ["", "## Model metadata", "", "What each `.tflite` says of itself, as MediaPipe's metadata displayer reads it:", ""]
     rows = []
-    for name, rep in conversion_records.items():
-        shown = rep["metadata"]
+    for name, record in conversion_records.items():
+        shown = record["metadata"]
         (subgraph,) = shown["subgraph_metadata"]
         units = ", ".join(
             f"{unit['options_type']} ({', '.join(f['name'] for f in unit['options'].get('vocab_file', []))})"
@@ -524,13 +524,13 @@ def render_metadata(conversion_records: dict) -> list[str]:
         inputs, outputs = tensor_metadata(subgraph["input_tensor_metadata"]), tensor_metadata(subgraph["output_tensor_metadata"])
         rows.append([name, shown["name"], shown["version"], inputs, outputs, units or "none", shown["min_parser_version"]])
     lines += table(["artifact", "name", "version", "inputs", "outputs", "tokenizer", "min parser"], rows)
-    for name, rep in conversion_records.items():
+    for name, record in conversion_records.items():
         lines += [
             "",
             f"<details><summary>{name}: metadata JSON</summary>",
             "",
             "```json",
-            json.dumps(rep["metadata"], indent=2),
+            json.dumps(record["metadata"], indent=2),
             "```",
             "",
             "</details>",
