@@ -14,9 +14,9 @@ from conftest import REPO, TINY_HPARAMS, TINY_TASKS_PROFILE, conversion_inputs, 
 from edge_build.board.launch import model_labels
 from edge_build.board.wordpiece import WordPiece
 from edge_build.config.profile import load_profile, tokenizer_refusal
+from edge_build.convert.tasks import ASCII_LOWER, word_aliases
 from edge_build.layout import Target
 from edge_build.records import read_labels
-from edge_build.tasks_model import ASCII_LOWER, word_aliases
 from edge_build.tokenizer import token_ids
 
 
@@ -75,13 +75,27 @@ def test_the_tasks_model_and_its_metadata_are_byte_reproducible(tasks_target, ti
 
 
 def test_every_tflite_model_carries_its_vocabulary_labels_and_provenance(tiny_artifacts):
+    import datetime
+    import os
+
     layout, target = tiny_artifacts["layout"], Target(tiny_artifacts["target"], "tiny")
     labels = read_labels(layout.data.labels)
+    # What the version must start with, asked of git here: the checkout's HEAD (or the pinned revision, or none outside a checkout).
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True)
+    commit = os.environ.get("EDGE_BUILD_GIT_REVISION") or (head.stdout.strip() if head.returncode == 0 else "no git revision")
     for name in ("tflite_fp32", "tflite_fp16", "tflite_int8"):
-        record = json.loads(target.conversion_report(name).read_text(encoding="utf-8"))
+        record = json.loads(target.conversion_record(name).read_text(encoding="utf-8"))
         shown = record["metadata"]
         assert shown["name"] == f"{name} (tiny)" and shown["author"] == "edge-build"
-        assert shown["version"].endswith(", built " + shown["version"].split(", built ")[1]) and len(shown["version"].split(",")[0]) >= 40
+        # The version is the checkout's commit, then the conversion's time: after training, before the file was written.
+        revision, built = shown["version"].split(", built ")
+        assert revision.removesuffix("-dirty") == commit
+        built_at = datetime.datetime.fromisoformat(built)
+        assert built_at.utcoffset() == datetime.timedelta(0)
+        if "SOURCE_DATE_EPOCH" in os.environ:
+            assert built_at.timestamp() == int(os.environ["SOURCE_DATE_EPOCH"])
+        else:
+            assert int(layout.weights.stat().st_mtime) <= built_at.timestamp() <= target.artifact(name).stat().st_mtime
         (subgraph,) = shown["subgraph_metadata"]
         assert [f["type"] for t in subgraph["input_tensor_metadata"] for f in t["associated_files"]] == ["VOCABULARY"]
         assert [f["type"] for t in subgraph["output_tensor_metadata"] for f in t["associated_files"]] == ["TENSOR_AXIS_LABELS"]
