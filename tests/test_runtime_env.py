@@ -23,11 +23,12 @@ from conftest import REPO, TINY_PROFILE, debian_packages_unavailable, profile_ru
 
 from edge_build.board.runtime import RUNTIMES
 from edge_build.config.profile import load_profile
+from edge_build.convert import gates
 from edge_build.errors import StageError
 from edge_build.platforms import host_arch
 from edge_build.runtime_envs import describe, environment_in_use, launcher, lock_file, locked, read_environment, unavailable, writable_by_others
 from edge_build.stacks import EnvironmentSpec, RuntimeSpec, Stack
-from edge_build.stages import runtime_check, runtime_env, tflite
+from edge_build.stages import runtime_check, runtime_env
 from edge_build.stages.runtime_env import DEBIAN_ARCH, install, pip_wheels, provision, reusable, runtime_spec
 
 BOOKWORM = Stack("bookworm", "3.11", "1.26.4")
@@ -248,7 +249,7 @@ def test_an_optional_runtime_whose_wheel_cannot_install_is_recorded_and_the_envi
     # The preflight and the runtime checks report it without starting anything.
     profile = load_profile(write_profile(tmp_path / "targets", "tiny", with_litert(TINY_PROFILE)).parent, "tiny")
     model = tmp_path / "never-loaded.tflite"
-    assert tflite.preflight(model, "ai-edge-litert", record) == {
+    assert gates.preflight(model, "ai-edge-litert", record) == {
         "runtime": "ai-edge-litert",
         "ok": False,
         "checked": False,

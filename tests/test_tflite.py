@@ -8,6 +8,7 @@ import pytest
 from conftest import REPO, TINY_PROFILE, board_launcher, conversion_inputs, environment_with, with_litert, write_profile
 
 from edge_build.config.profile import load_profile
+from edge_build.convert import gates
 from edge_build.errors import StageError
 from edge_build.provenance import sha256_file
 from edge_build.runtime_envs import read_environment
@@ -310,7 +311,7 @@ def test_preflight_names_an_operator_version_the_runtime_lacks(tiny_artifacts, t
     )
     model = tmp_path / "dynamic_range.tflite"
     subprocess.run([sys.executable, "-c", script, str(model)], check=True, capture_output=True)
-    result = tflite.preflight(model, "tflite-runtime", read_environment(tiny_artifacts["runtime_env"]))
+    result = gates.preflight(model, "tflite-runtime", read_environment(tiny_artifacts["runtime_env"]))
     assert not result["ok"] and result["checked"]
     assert "FULLY_CONNECTED" in result["error"] and "version '12'" in result["error"]
 
@@ -319,14 +320,14 @@ def test_preflight_reports_a_corrupt_model_and_a_crash(host_runtime_env: Path, t
     environment = read_environment(host_runtime_env)
     corrupt = tmp_path / "corrupt.tflite"
     corrupt.write_bytes(b"TFL3" + bytes(range(256)) * 4)
-    result = tflite.preflight(corrupt, "tflite-runtime", environment)
+    result = gates.preflight(corrupt, "tflite-runtime", environment)
     assert not result["ok"] and result["checked"] and result["error"]
 
     def crash(*args, **kwargs):
         return subprocess.CompletedProcess(args, -11, "", "")
 
     monkeypatch.setattr(subprocess, "run", crash)
-    assert tflite.preflight(corrupt, "tflite-runtime", environment) == {
+    assert gates.preflight(corrupt, "tflite-runtime", environment) == {
         "runtime": "tflite-runtime",
         "ok": False,
         "checked": True,
@@ -345,7 +346,7 @@ def test_preflight_runs_in_the_stacks_environment_not_this_python(host_runtime_e
 
     monkeypatch.setattr(subprocess, "run", record)
     model = tmp_path / "model.tflite"
-    assert tflite.preflight(model, "tflite-runtime", environment) == {"runtime": "tflite-runtime", "ok": True, "version": "2.14.0", "checked": True}
+    assert gates.preflight(model, "tflite-runtime", environment) == {"runtime": "tflite-runtime", "ok": True, "version": "2.14.0", "checked": True}
     ((command, variables),) = started
     assert command == [*environment["python"], "-m", "edge_build.board.preflight", "tflite-runtime", str(model)]
     assert command[0] != sys.executable and variables["PYTHONPATH"].endswith(str(REPO))
