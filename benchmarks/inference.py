@@ -41,9 +41,9 @@ from common import (
 
 from edge_build.board.parity import load_golden
 from edge_build.config.profile import load_profile
-from edge_build.convert.recipes import RECIPES
 from edge_build.isolated import run_isolated
 from edge_build.layout import Layout
+from edge_build.recipes import RECIPES
 
 BATCHES = (1, 32)
 THREADS = (1, 2)
@@ -52,7 +52,7 @@ DEVICE_RUNTIMES = ("tflite-runtime", "ai-edge-litert")
 # The reference CPU SavedModel, the gpu target's XLA SavedModel and the host target's TF Lite models.
 SAVED_MODELS = ("saved_model_cpu", "saved_model_xla")
 TFLITE_MODELS = ("tflite_fp32", "tflite_int8")
-#: The quantization ladder's later recipes (``edge_build.convert.recipes``; tflite_int8 is its first, ``int8``), converted here as the ladder would.
+#: The quantization ladder's later recipes (``edge_build.recipes``; tflite_int8 is its first, ``int8``), converted here as the ladder would.
 RECIPE_MODELS = tuple(name for name in RECIPES if name != "int8")
 FLOOR = "floor_add"
 SIGNATURE_RUNTIME = {"classify_ids": "tensorflow: classify_ids (ids)", "serving_default": "tensorflow: serving_default (text)"}

@@ -36,9 +36,9 @@ from common import (
 from edge_build.artifacts import ARTIFACTS
 from edge_build.board.decision import breaches
 from edge_build.config.profile import load_profile
-from edge_build.convert.recipes import RECIPES
 from edge_build.errors import EdgeBuildError
 from edge_build.layout import Layout
+from edge_build.recipes import RECIPES
 
 THREADS = (1, 2)
 COMPARISON_RUNTIME = "ai-edge-litert"
@@ -56,7 +56,7 @@ class Variant:
     gate: str  # the profile tolerances it must meet: those of tflite_fp32 or tflite_int8
 
 
-#: The quantization ladder's recipes (``edge_build.convert.recipes``), converted as the tflite stage converts them, then other choices.
+#: The quantization ladder's recipes (``edge_build.recipes``), converted as the tflite stage converts them, then other choices.
 VARIANTS = (
     *(Variant(name, recipe.description, "tflite_int8") for name, recipe in RECIPES.items()),
     Variant("int8_int8_logits", "full-integer INT8, per-tensor dense, int8 logits", "tflite_int8"),

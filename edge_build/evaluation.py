@@ -87,16 +87,14 @@ def saved_model_logits(name: str, target: Target, inputs: EvaluationInputs, text
 LOGITS_OF_FORMAT = {"tflite": recorded_tflite_logits, "saved_model": saved_model_logits}
 
 
-#: What a raw-text model's conversion record says about its ops and tokenizer, carried into eval.json.
-RAW_TEXT_KEYS = ("custom_ops", "flex_ops", "conversion_path", "op_paths", "calibration", "token_ids_check", "test_logits_runtime")
-
-
 def raw_text_record(name: str, target: Target) -> dict:
-    """For a TF Lite model that takes raw text: its op paths, calibration route and tokenizer check (``raw_text``); nothing for others."""
-    if ARTIFACTS[name].format != "tflite" or not ARTIFACTS[name].interface_row.tokenizer_inside:
+    """For a TF Lite model whose interface carries part of its conversion record into eval.json (``Interface.record_keys``: a
+    raw-text model's op paths, calibration route and tokenizer check), that part (``raw_text``); nothing for others."""
+    keys = ARTIFACTS[name].interface_row.record_keys
+    if ARTIFACTS[name].format != "tflite" or not keys:
         return {}
     record = read_json(target.conversion_record(name))
-    return {"raw_text": {key: record[key] for key in RAW_TEXT_KEYS}}
+    return {"raw_text": {key: record[key] for key in keys}}
 
 
 def evaluate(profile: TargetProfile, inputs: EvaluationInputs, target: Target) -> dict:

@@ -133,8 +133,3 @@ INTERFACES: Mapping[str, Interface] = types.MappingProxyType(
         ),
     }
 )
-
-
-def interface_of(artifact_interface: str) -> Interface:
-    """The row of ``artifact_interface`` (an ``Artifact.interface``)."""
-    return INTERFACES[artifact_interface]

@@ -260,7 +260,7 @@ def test_a_deploy_budget_is_a_positive_number_and_needs_a_model_on_runtimes(tmp_
 
 
 def test_the_quantization_ladder_is_every_recipe_unless_a_profile_narrows_or_reorders_it(tmp_path: Path):
-    from edge_build.convert.recipes import LADDER, RECIPES
+    from edge_build.recipes import LADDER, RECIPES
 
     assert load_profile(REPO / "targets", "host").quantization.recipes == LADDER == tuple(RECIPES)
     write(tmp_path / "board.toml", TFLITE + '[quantization]\nrecipes = ["dynamic_range", "int8"]\n')

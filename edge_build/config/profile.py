@@ -18,9 +18,9 @@ from edge_build.artifacts import ARTIFACTS, settings_taken, takers
 from edge_build.board.decision import examples_to_decide
 from edge_build.board.runtime import RUNTIME_VERSIONS, RUNTIMES
 from edge_build.config.loading import choices, from_mapping, load_toml, require_positive, require_rows
-from edge_build.convert.recipes import LADDER, RECIPES
 from edge_build.errors import ConfigError
 from edge_build.interfaces import INTERFACES
+from edge_build.recipes import LADDER, RECIPES
 from edge_build.stacks import OS_RELEASES, EnvironmentSpec, RuntimeSpec, Stack, not_installable
 
 Architecture = Literal["x86_64", "aarch64"]
@@ -36,7 +36,7 @@ class Quantization:
       select_tf_ops: allow the SELECT_TF_OPS (Flex) fallback for ops without a TF Lite
         builtin; a model that then needs Flex ops is refused for runtimes without the delegate.
       recipes: the quantization ladder ``tflite_int8`` climbs until a model passes every gate
-        (``edge_build.convert.recipes``): all of them by default; a profile may narrow or reorder it.
+        (``edge_build.recipes``): all of them by default; a profile may narrow or reorder it.
     """
 
     output_type: Literal["float32", "int8"] = "float32"

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from edge_build.config.profile import TargetProfile
-from edge_build.convert.recipes import RECIPES
+from edge_build.recipes import RECIPES
 
 
 @contextlib.contextmanager
@@ -71,7 +71,7 @@ def make_converter(model, precision: str, profile: TargetProfile, representative
 
 
 def recipe_converter(model, name: str, profile: TargetProfile, representative: np.ndarray):
-    """A ``TFLiteConverter`` for quantization recipe ``name`` (``edge_build.convert.recipes``); ``int8`` is ``make_converter``'s INT8.
+    """A ``TFLiteConverter`` for quantization recipe ``name`` (``edge_build.recipes``); ``int8`` is ``make_converter``'s INT8.
 
     A recipe that leaves some ops float or int16 lists TFLITE_BUILTINS after its own op set: the
     converter then keeps an op it cannot quantize that way in float instead of failing.

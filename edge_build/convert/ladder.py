@@ -1,4 +1,4 @@
-"""Climb the quantization ladder (``edge_build.convert.recipes``): the first recipe whose model passes every gate, and every attempt.
+"""Climb the quantization ladder (``edge_build.recipes``): the first recipe whose model passes every gate, and every attempt.
 
 ``ladder_judge`` is the gates (the artifact's parity on TensorFlow's interpreter and
 on the profile's required runtimes, no Flex op a runtime lacks); ``climb`` converts
@@ -28,8 +28,8 @@ from edge_build.convert.converter import converter_settings, make_converter, qui
 from edge_build.convert.gates import flex_refusal, validation_on_runtime
 from edge_build.convert.job import ConversionJob, Converted
 from edge_build.convert.operators import inspect_model
-from edge_build.convert.recipes import FLOAT_WORST_STEPS, RECIPES
 from edge_build.errors import StageError
+from edge_build.recipes import FLOAT_WORST_STEPS, RECIPES
 from edge_build.stacks import not_installable
 
 #: The per-layer debugger runs the model op by op; this many calibration samples give stable figures.
