@@ -66,6 +66,23 @@ def test_the_fast_learner_gives_tensorflow_texts_vocabulary(seed, words, vocab_s
     assert wordpiece_learner.learn(counts, vocab_size, reserved) == library.learn(counts, vocab_size, reserved)
 
 
+def test_every_character_seen_twice_gets_a_token_past_the_librarys_thousand_while_the_vocabulary_has_room():
+    # As BERT splits Chinese: one word per character. 1,500 characters seen 2-30 times and 100 seen once; the library keeps
+    # the 1,000 commonest and sends the rest to [UNK].
+    from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as library
+
+    repeated = {chr(0x4E00 + i): 2 + i % 29 for i in range(1500)}
+    once = {chr(0x6000 + i): 1 for i in range(100)}
+    counts = {**repeated, **once}
+    reserved = list(RESERVED_TOKENS)
+    tokens = set(wordpiece_learner.learn(counts, 8000, reserved))
+    assert set(repeated) <= tokens and not set(once) & tokens
+    assert len(set(repeated) & set(library.learn(counts, 8000, reserved))) == 1000
+    # A vocabulary too small for all of them keeps as many as fit, each alone and after ##, commonest first.
+    cap = wordpiece_learner.character_cap(list(counts.items()), 3000, reserved)
+    assert cap == (3000 - len(reserved)) // 2 == 1499 and len(set(repeated) & set(wordpiece_learner.learn(counts, 3000, reserved))) == cap
+
+
 def test_the_fast_learner_gives_tensorflow_texts_vocabulary_on_the_tiny_corpus(tiny_build):
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib as library
 
