@@ -105,7 +105,7 @@ def test_only_tflite_artifacts_are_converted_and_int8_needs_the_representative_s
     outputs = outputs_in(tmp_path / "out", "model.tflite")
     with pytest.raises(
         StageError,
-        match=r"^saved_model_cpu: not a TF Lite artifact \(the tflite stage makes tflite_fp32, tflite_fp16, tflite_int8, tflite_text_int8, tflite_tasks_int8\)$",
+        match=r"^saved_model_cpu: not a TF Lite artifact \(the tflite stage makes tflite_fp32, tflite_fp16, tflite_int8, tflite_text_int8, tflite_tasks_int8, tflite_scores_fp32\)$",
     ):
         tflite.convert(
             "saved_model_cpu", conversion_inputs(tiny_artifacts), profile, outputs, tiny_artifacts["runtime_env"], tiny_artifacts["writer_env"]
@@ -122,7 +122,7 @@ def test_only_tflite_artifacts_are_converted_and_int8_needs_the_representative_s
     assert not (tmp_path / "out").exists()
     parser = tflite.build_parser()
     assert [a.choices for a in parser._actions if a.dest == "artifact"] == [
-        ["tflite_fp32", "tflite_fp16", "tflite_int8", "tflite_text_int8", "tflite_tasks_int8"]
+        ["tflite_fp32", "tflite_fp16", "tflite_int8", "tflite_text_int8", "tflite_tasks_int8", "tflite_scores_fp32"]
     ]
 
 
