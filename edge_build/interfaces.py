@@ -6,7 +6,8 @@ between interfaces is a field here: which module converts such a model, which ex
 files that conversion reads, the tensors and metadata it writes, how the build runs it
 on this machine, where the bundle ranks it among default models, and what the report
 says about it. Nothing outside this table branches on an interface's name, so a new
-interface is a row here plus its converter module in ``edge_build/convert/``.
+interface is a row here, its converter module in ``edge_build/convert/``, and its name
+in the runtime rows that run it.
 Standard library only: ``SConstruct`` imports it.
 """
 
