@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from edge_build.artifacts import ARTIFACTS
 from edge_build.board.runtime import Runtime
 from edge_build.config.profile import TargetProfile
-from edge_build.typed_records import CheckTable, Evaluation, Recommended
+from edge_build.typed_records import BY_RUNTIME_TABLE, BY_TIMING, CheckTable, Evaluation, Recommended
 
 #: A p50 within this factor of the fastest, or this many microseconds of it, is a tie: size decides among the tied.
 TIE = 1.2
@@ -55,17 +55,21 @@ def candidates(checks: CheckTable, sizes: Mapping[str, int], max_bytes: int | No
     return per_runtime
 
 
-def by_timing(outcomes: list, sizes: Mapping[str, int]) -> dict:
+def p50s(outcomes: list, sizes: Mapping[str, int]) -> tuple[dict[str, float], str]:
+    """Each outcome's p50 by artifact, and the fastest (the smaller file on an equal p50)."""
     p50 = {o.artifact: o.record["latency"]["p50_us"] for o in outcomes}
-    fastest = min(p50, key=lambda name: (p50[name], sizes[name]))
+    return p50, min(p50, key=lambda name: (p50[name], sizes[name]))
+
+
+def by_timing(outcomes: list, sizes: Mapping[str, int]) -> dict:
+    p50, fastest = p50s(outcomes, sizes)
     tied = [name for name in p50 if p50[name] <= max(TIE * p50[fastest], p50[fastest] + TIE_US)]
     return timed(min(tied, key=lambda name: (sizes[name], p50[name])), outcomes, sizes)
 
 
 def timed(best: str, outcomes: list, sizes: Mapping[str, int]) -> dict:
     """``best``, decided by the timings of ``outcomes``, with the p50s that decided it in its ``why``."""
-    p50 = {o.artifact: o.record["latency"]["p50_us"] for o in outcomes}
-    fastest = min(p50, key=lambda name: (p50[name], sizes[name]))
+    p50, fastest = p50s(outcomes, sizes)
     others = "; ".join(f"{name} {p50[name]:.1f} µs" for name in p50 if name != best)
     if best == fastest:
         why = f"fastest p50 ({p50[best]:.1f} µs" + (f"; {others})" if others else ")")
@@ -98,7 +102,7 @@ def explained(recommended: Recommended, checks: CheckTable, sizes: Mapping[str, 
     outcomes = candidates(checks, sizes, profile.deploy.max_bytes)
     rows = {r.name: r.row for r in profile.runtimes}
     return {
-        runtime: timed(c["artifact"], outcomes[runtime], sizes) if c["decided_by"] == "timing" else ruled(c["artifact"], sizes, rows[runtime])
+        runtime: timed(c["artifact"], outcomes[runtime], sizes) if c["decided_by"] == BY_TIMING else ruled(c["artifact"], sizes, rows[runtime])
         for runtime, c in recommended.runtimes.items()
     }
 
@@ -106,7 +110,7 @@ def explained(recommended: Recommended, checks: CheckTable, sizes: Mapping[str, 
 def deployable(chosen: Mapping[str, dict]) -> dict[str, dict]:
     """What the manifest and the bundle record of a recommendation: the model and what decided it, no timings."""
     return {
-        runtime: {"artifact": c["artifact"], "model": ARTIFACTS[c["artifact"]].path, "decided_by": "timing" if c["measured"] else "runtime table"}
+        runtime: {"artifact": c["artifact"], "model": ARTIFACTS[c["artifact"]].path, "decided_by": BY_TIMING if c["measured"] else BY_RUNTIME_TABLE}
         for runtime, c in chosen.items()
     }
 

@@ -115,7 +115,8 @@ class RuntimeCheckRecord(CheckTable):
 
 
 #: How a recommendation was decided: by the checks' timings, or (emulated timings) by the runtime table.
-DECIDED_BY = ("timing", "runtime table")
+BY_TIMING, BY_RUNTIME_TABLE = "timing", "runtime table"
+DECIDED_BY = (BY_TIMING, BY_RUNTIME_TABLE)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -93,7 +93,8 @@ def test_the_manifest_matches_its_golden_file(tmp_path: Path, golden, monkeypatc
     evaluate.build_evaluation(profile, inputs, target)
     parity = {name: {"tflite-runtime": {"top1_agreement": 1.0}} for name in profile.runtime_artifacts}
     target.runtime_parity.write_text(json.dumps(parity), encoding="utf-8")
-    target.recommended.write_text(json.dumps({"tflite-runtime": {"artifact": "tflite_fp32"}}), encoding="utf-8")
+    recommended = {"tflite-runtime": {"artifact": "tflite_fp32", "model": "model_fp32.tflite", "decided_by": "timing"}}
+    target.recommended.write_text(json.dumps(recommended), encoding="utf-8")
     weights, vocab = tmp_path / "model.weights.h5", tmp_path / "vocab.txt"
     weights.write_bytes(b"stand-in weights")
     vocab.write_text("[PAD]\n[UNK]\narticle\n", encoding="utf-8")

@@ -7,9 +7,7 @@ interpreter runs it here, fed the tokenize stage's ids (``converter.run_tflite``
 
 from __future__ import annotations
 
-import time
-
-from edge_build.convert.converter import converter_settings, make_converter, quiet_tensorflow_lite
+from edge_build.convert.converter import make_converter, timed_conversion
 from edge_build.convert.job import ConversionJob, Converted
 from edge_build.convert.ladder import quantize_by_ladder
 
@@ -20,12 +18,7 @@ def convert(job: ConversionJob) -> Converted:
 
 def convert_float_model(job: ConversionJob) -> Converted:
     converter = make_converter(job.model, job.row.precision, job.profile, None)
-    started = time.perf_counter()
-    with quiet_tensorflow_lite():
-        content = converter.convert()
-    settings = {
-        "seconds": round(time.perf_counter() - started, 3),
-        **converter_settings(converter),
-        **({"supported_types": [t.name for t in converter.target_spec.supported_types]} if converter.target_spec.supported_types else {}),
-    }
+    content, settings = timed_conversion(converter)
+    if converter.target_spec.supported_types:
+        settings["supported_types"] = [t.name for t in converter.target_spec.supported_types]
     return Converted(content, settings, {})

@@ -7,9 +7,7 @@ metadata. TensorFlow's own interpreter runs it here, fed the tokenize stage's id
 
 from __future__ import annotations
 
-import time
-
-from edge_build.convert.converter import converter_settings, make_converter, quiet_tensorflow_lite
+from edge_build.convert.converter import make_converter, timed_conversion
 from edge_build.convert.job import ConversionJob, Converted
 
 
@@ -22,10 +20,5 @@ def scores_model(model, sequence_length: int):
 
 
 def convert(job: ConversionJob) -> Converted:
-    converter = make_converter(scores_model(job.model, job.sequence_length), job.row.precision, job.profile, None)
-    started = time.perf_counter()
-    with quiet_tensorflow_lite():
-        content = converter.convert()
-    return Converted(
-        content, {"seconds": round(time.perf_counter() - started, 3), **converter_settings(converter)}, {"outputs": "softmax scores (float32)"}
-    )
+    content, settings = timed_conversion(make_converter(scores_model(job.model, job.sequence_length), job.row.precision, job.profile, None))
+    return Converted(content, settings, {"outputs": "softmax scores (float32)"})

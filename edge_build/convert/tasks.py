@@ -25,13 +25,12 @@ words (``word_aliases``).
 from __future__ import annotations
 
 import re
-import time
 import unicodedata
 from pathlib import Path
 
 import numpy as np
 
-from edge_build.convert.converter import converter_settings, make_converter, quiet_tensorflow_lite
+from edge_build.convert.converter import make_converter, quiet_tensorflow_lite, timed_conversion
 from edge_build.convert.job import ConversionJob, Converted
 from edge_build.errors import StageError
 from edge_build.interfaces import BERT_INPUTS, BERT_TENSORS
@@ -219,10 +218,7 @@ def convert(job: ConversionJob) -> Converted:
     converter = make_converter(tasks_model(job.model, sequence_length, remap), "int8", profile, None)
     converter.representative_dataset = representative_dataset(representative)
     converter.inference_output_type = tf.float32  # MediaPipe refuses an int8 output tensor
-    started = time.perf_counter()
-    with quiet_tensorflow_lite():
-        content = converter.convert()
-    settings = {"seconds": round(time.perf_counter() - started, 3), **converter_settings(converter)}
+    content, settings = timed_conversion(converter)
     layout = {
         "inputs": BERT_TENSORS,
         "layout": "MediaPipe feeds [CLS] s1 ... sn [SEP] 0 ...; [CLS] and [SEP] are not in the vocabulary and look up to 0, so the "

@@ -29,7 +29,7 @@ from edge_build.provenance import build_timestamp, git_revision, package_version
 from edge_build.records import read_json
 from edge_build.stacks import not_installable
 from edge_build.stage_files import add_files, stage_inputs
-from edge_build.typed_records import Evaluation
+from edge_build.typed_records import Evaluation, Recommended
 
 
 def file_record(path: Path) -> dict:
@@ -119,7 +119,7 @@ def build_manifest(profile: TargetProfile, inputs: ManifestInputs, target: Targe
     if profile.runtimes:
         record["stack"] = profile.runtime_environment().record()
         # Decided by this machine's timings where they mean something: verify-reproducible counts it as measured.
-        record["recommended"] = read_json(target.recommended)
+        record["recommended"] = dict(Recommended.read(target.recommended).runtimes)
     if calibration_summary is not None:
         calibration = read_json(calibration_summary)
         record["calibration"] = {key: calibration[key] for key in ("ids_sha256", "samples", "drawn", "field_samples", "sequence_length")}

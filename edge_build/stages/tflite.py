@@ -81,7 +81,7 @@ def convert(
     # Held for the whole conversion: no other build replaces the environment while its runtimes check this model.
     with environment_in_use(runtime_env) as environment:
         job = load_job(artifact, inputs, profile, environment, f"{outputs['model'].name} for {profile.source}")
-        converted = importlib.import_module(f"{WING}.{row.interface_row.converter}").convert(job)
+        converted = wing_function(f"{row.interface_row.converter}:convert")(job)
         content, metadata = with_metadata(
             converted.content, artifact, profile, converted.vocab_text or inputs.vocab.read_text(encoding="utf-8"), job.labels, writer_env, job.where
         )
