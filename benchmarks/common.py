@@ -228,7 +228,13 @@ def trained_model(layout):
     hparams_path = REPO / "model_src" / "hparams.toml"
     hparams = trained_hyperparameters(hparams_path, layout.train_log)
     return load_trained_model(
-        REPO / "model_src" / "model.py", hparams, hparams_path, layout.vocab, len(read_labels(layout.data.labels)), layout.weights
+        REPO / "model_src" / "model.py",
+        hparams,
+        hparams_path,
+        layout.vocab,
+        len(read_labels(layout.data.labels)),
+        layout.weights,
+        layout.token_ids("train"),
     )
 
 

@@ -106,9 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     args = argument_parser(__doc__.splitlines()[0], build_dir="a build with the data and vocab stages done").parse_args(argv)
     build = args.build_dir.resolve()
     layout = Layout(build)
-    inputs = TrainInputs(layout.data.split("train"), layout.data.split("val"), layout.data.labels, layout.vocab, HPARAMS, MODEL_SOURCE)
-    needed = [inputs.train, inputs.val, inputs.labels, inputs.vocab, layout.data.window]
-    if missing_outputs(needed, "build the data, the vocabulary and the data report first: scons data-report"):
+    inputs = TrainInputs(
+        layout.data.split("train"), layout.data.split("val"), layout.data.labels, layout.vocab, HPARAMS, MODEL_SOURCE, layout.token_ids("train")
+    )
+    needed = [inputs.train, inputs.val, inputs.labels, inputs.vocab, layout.data.window, inputs.train_ids]
+    if missing_outputs(needed, "build the data, the vocabulary, the data report and the token ids first: scons tokenize"):
         return 2
     hparams = load_hyperparameters(HPARAMS).with_window(window.read(layout.data.window))
     pipeline_runs, training_runs = QUICK_RUNS if args.quick else FULL_RUNS

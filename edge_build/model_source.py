@@ -18,6 +18,8 @@ from edge_build.errors import ConfigError, StageError
 BUILDER = "build_model"
 #: Arguments edge-build supplies itself; the rest come from ``[model]`` in the hyperparameters.
 SUPPLIED = ("vocab_size", "num_classes", "sequence_length")
+#: Supplied too when ``build_model`` takes it: the train split's token ids, for tables learned from data (IDF, table sizes).
+TRAIN_IDS = "train_ids"
 
 
 def load_builder(model_path: Path) -> Callable[..., Any]:
@@ -32,21 +34,30 @@ def load_builder(model_path: Path) -> Callable[..., Any]:
     return builder
 
 
-def build_model(model_path: Path, hparams: Hyperparameters, hparams_path: Path, vocab_size: int, num_classes: int):
-    """Call ``build_model`` with the supplied sizes and the ``[model]`` table as keyword arguments."""
+def read_train_ids(path: Path) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise StageError(f"{path}: cannot read the train split's token ids ({exc.__class__.__name__}: {exc}); run scons again") from None
+
+
+def build_model(model_path: Path, hparams: Hyperparameters, hparams_path: Path, vocab_size: int, num_classes: int, train_ids: Path):
+    """Call ``build_model`` with the supplied sizes (and ``train_ids``' ids if it takes them) and the ``[model]`` table as keyword arguments."""
     builder = load_builder(model_path)
     parameters = inspect.signature(builder).parameters
     missing = [name for name in SUPPLIED if name not in parameters]
     if missing:
         raise ConfigError(f"{model_path}: {BUILDER}() must accept {', '.join(missing)}")
-    accepted = [name for name in parameters if name not in SUPPLIED]
+    supplied = (*SUPPLIED, TRAIN_IDS)
+    accepted = [name for name in parameters if name not in supplied]
     for key in hparams.model:
-        if key in SUPPLIED or key not in parameters:
+        if key in supplied or key not in parameters:
             raise ConfigError(
                 f"{hparams_path}: unknown key 'model.{key}' ({BUILDER}() in {model_path} accepts: {', '.join(accepted) or 'nothing else'})"
             )
+    data = {TRAIN_IDS: read_train_ids(train_ids)} if TRAIN_IDS in parameters else {}
     try:
-        model = builder(vocab_size=vocab_size, num_classes=num_classes, sequence_length=hparams.tokenizer.sequence_length, **hparams.model)
+        model = builder(vocab_size=vocab_size, num_classes=num_classes, sequence_length=hparams.tokenizer.sequence_length, **data, **hparams.model)
     except ValueError as exc:
         # The model source's own word on a [model] value it cannot take (e.g. kind = "lstm").
         raise ConfigError(f"{hparams_path}: [model] in {model_path}: {exc}") from exc
@@ -66,10 +77,10 @@ def trained_hyperparameters(hparams_path: Path, train_log: Path) -> Hyperparamet
     return load_hyperparameters(hparams_path).with_window(window.checked_length(sequence_length, train_log))
 
 
-def load_trained_model(model_path: Path, hparams: Hyperparameters, hparams_path: Path, vocab: Path, num_classes: int, weights: Path):
-    """The model built from its source, with the train stage's weights loaded."""
+def load_trained_model(model_path: Path, hparams: Hyperparameters, hparams_path: Path, vocab: Path, num_classes: int, weights: Path, train_ids: Path):
+    """The model built from its source (and the train split's ids), with the train stage's weights loaded."""
     vocab_size = len(vocab.read_text(encoding="utf-8").splitlines())
-    model = build_model(model_path, hparams, hparams_path, vocab_size, num_classes)
+    model = build_model(model_path, hparams, hparams_path, vocab_size, num_classes, train_ids)
     try:
         model.load_weights(str(weights))
     except (ValueError, OSError) as exc:

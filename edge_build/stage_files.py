@@ -97,7 +97,8 @@ _MODEL_SOURCE = File("model_source", "the Python file defining build_model()")
 _WEIGHTS = File("weights", "model.weights.h5 from the train stage")
 _TRAIN_LOG = File("train_log", "train_log.json from the train stage")
 _DATA_SUMMARY = File("data_summary", "the data stage's summary.json")
-_TRAINING = (_WEIGHTS, _TRAIN_LOG, _HPARAMS, _MODEL_SOURCE)
+_TRAIN_IDS = File("train_ids", "the train split's token ids (.npy from the tokenize stage): what the model's tables learn from")
+_TRAINING = (_WEIGHTS, _TRAIN_LOG, _HPARAMS, _MODEL_SOURCE, _TRAIN_IDS)
 _TEST = File("test", "test.tfrecord")
 _TEST_IDS = File("test_ids", "the test split's token ids (.npy from the tokenize stage)")
 _REFERENCE_LOGITS = File("reference_logits", "the reference's test logits (.npy)")
@@ -123,7 +124,7 @@ STAGE_FILES: dict[str, StageFiles] = {
         outputs=tuple(File(f"{split}_ids", f"the {split} split's token ids (.npy)") for split in ("train", "val", "test")),
     ),
     "train": StageFiles(
-        inputs=(*_splits("TFRecord")[:2], _LABELS, _VOCAB, _HPARAMS, _WINDOW, _MODEL_SOURCE),
+        inputs=(*_splits("TFRecord")[:2], _LABELS, _VOCAB, _HPARAMS, _WINDOW, _MODEL_SOURCE, _TRAIN_IDS),
         outputs=(File("weights", "model.weights.h5"), File("log", "train_log.json")),
     ),
     "export": StageFiles(

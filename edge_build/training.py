@@ -32,6 +32,7 @@ class TrainInputs:
     vocab: Path
     hparams: Path
     model_source: Path
+    train_ids: Path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,7 +149,7 @@ def train(
     vocab_size = len(inputs.vocab.read_text(encoding="utf-8").splitlines())
     tokenizer = load_tokenizer(inputs.vocab, hparams.tokenizer.lower_case)
     with strategy.scope():
-        model = build_model(inputs.model_source, hparams, inputs.hparams, vocab_size, len(labels))
+        model = build_model(inputs.model_source, hparams, inputs.hparams, vocab_size, len(labels), inputs.train_ids)
         optimizer = keras.optimizers.Adam(training.learning_rate)
         # Slots created inside the first trace would make tf.function trace twice.
         optimizer.build(model.trainable_variables)
@@ -173,6 +174,8 @@ def train(
             logits = model(ids, training=True)
             per_example_loss = loss_fn(y, logits)
             loss = tf.nn.compute_average_loss(per_example_loss, global_batch_size=global_batch)
+            if model.losses:  # the model's penalties (an L2 on its tables), once per step whatever the replica count
+                loss += tf.nn.scale_regularization_loss(tf.add_n(model.losses))
         gradients = tape.gradient(loss, model.trainable_variables)
         # The optimizer sums the replicas' gradients: clip by the norm of that sum, as one device would.
         gradients, _ = tf.clip_by_global_norm(
@@ -233,6 +236,7 @@ def train(
         "strategy": training.strategy,
         "replicas": strategy.num_replicas_in_sync,
         "train_examples": train_examples,
+        "feature_tables": dict(getattr(model, "feature_tables", None) or {}),
         "steps": int(step.numpy()),
         "train_step_traces": train_step.experimental_get_tracing_count(),
         "best_epoch": best["epoch"],

@@ -1,71 +1,74 @@
-"""The classifier: a normalized bag of WordPiece embeddings, with hashed bigrams by default, and a linear layer.
+"""The classifier: TF-IDF-weighted tokens and runs of adjacent tokens, normalized, into a linear layer.
 
-edge-build calls ``build_model`` with the vocabulary size, the number of classes and
-the sequence length, plus every key of ``[model]`` in ``hparams.toml`` as a keyword
-argument, so a new hyperparameter is a new keyword argument here and a key there.
-The model takes int32 token ids ``[batch, sequence_length]`` (0 = padding) and
-returns unnormalized logits ``[batch, num_classes]``.
+edge-build calls ``build_model`` with the vocabulary size, the number of classes, the
+sequence length and the train split's token ids (``train_ids``, ``[texts,
+sequence_length]`` int32, 0 = padding), plus every key of ``[model]`` in
+``hparams.toml`` as a keyword argument, so a new hyperparameter is a new keyword
+argument here and a key there. The model takes int32 token ids ``[batch,
+sequence_length]`` and returns unnormalized logits ``[batch, num_classes]``.
 
-Two kinds (``[model] kind``):
+What the model computes, for a text:
 
-- ``"ngram_bag"`` (the default): the bag below plus one embedding per pair of
-  adjacent tokens among the first ``ngram_window`` (128), fastText-style. A pair's
-  bucket is computed inside the model from the ids it already receives, in int32:
-  ``(left * vocab_size + right) * min(right, 1)`` modulo ``ngram_buckets`` (the pair
-  id is unique below ``vocab_size**2 < 2**31``). Padding is trailing, so a pair that
-  reaches it has [PAD] on its right, multiplies to 0 and lands in bucket 0, whose
-  embedding is held at zero like [PAD]'s: padding adds nothing (a real pair that
-  hashes to 0 is lost, 1 in ``ngram_buckets``). The two bags' sums are added before
-  the normalization. Every op is a TF Lite builtin that tflite-runtime 2.14 and
-  ai-edge-litert 2.3 run (STRIDED_SLICE, MUL, ADD, MINIMUM, FLOOR_MOD, GATHER, SUM),
-  and the integer ops stay int32 in the full-integer INT8 model. A pair sees
-  short-range order ("not good" is not "good"), and on Chinese, where BERT's basic
-  tokenization makes every CJK character a token, a pair of characters is most
-  often a word.
-- ``"bag"``: the token embeddings alone: a fifth of the INT8 size, a third of its
-  latency, and blind to order. Choose it for a tight size or latency budget when
-  the classes are told apart by words alone.
+1. Its features: every token and, with ``kind = "ngram_bag"`` (the default), every
+   run of two and three adjacent tokens (``ngram_order``) among the first
+   ``ngram_window`` (128), each order hashed into a table of its own in int32
+   (below). ``kind = "bag"`` takes the tokens alone.
+2. One row per feature, weighted by the feature's IDF on the train split
+   (scikit-learn's smooth IDF, ``ln((1 + texts) / (1 + texts holding it)) + 1``),
+   computed here from ``train_ids``. The weight is folded into the rows, so a
+   converted model gathers one constant table per order.
+3. The rows' sum divided by the text's IDF norm, the square root of the sum of
+   its features' squared weights: a TF-IDF vector's L2 norm when no feature
+   repeats. It depends on the text, not on the learned rows.
+4. ``embedding_dim = "classes"`` (the default): a row holds one number per class,
+   and a bias per class gives the logits, so the model is a logistic regression
+   on the TF-IDF features (``regularization_c`` is scikit-learn's ``C``: the rows'
+   squared L2 norm over ``2 * C * texts`` is added to the mean loss). A number
+   instead: rows of that many numbers, then a dense layer.
 
-What decided it, on the validation splits only (``benchmarks/README.md`` has the
-test figures of the build itself):
-- Accuracy, ``ngram_bag`` against ``bag``: BBC News 0.978 vs 0.969; movie-review
-  snippets 0.774 vs 0.756; Chinese reviews 0.834 vs 0.813 (classical baseline
-  0.806 and 0.852 on the last two: both kinds trail it there).
-- Buckets: on Chinese reviews 16,384 gave 0.813 and 28,672 gave 0.834; the INT8
-  file is ``(vocab_size + ngram_buckets) * embedding_dim`` bytes and more, 2.3 MB on
-  BBC News (the goal is 2.5 MB), so 28,672.
-- ``ngram_window``: INT8 at batch 1 on ai-edge-litert, BBC News's 512 tokens: the
-  bag 3.4 µs, pairs over all 511 positions 14.7 µs, over the first 128 9.4 µs
-  (fastest of 7 rounds); pairs over 256 positions instead of 128 gained 0.4 points
-  on Chinese reviews.
-- Tried and not kept: learning rates 0.0005-0.002 (the best epoch is the first in
-  every run, as at 0.005), dropout 0.5, dropout on the embeddings (elementwise +0.4
-  points on Chinese, whole tokens -1.5 on movie snippets), 32 dimensions with 65,536
-  buckets, trigrams in the same table (-2 points on Chinese), and a mean or
-  square-root-of-count pooling instead of the normalization (no better).
+N-grams: a pair's key is ``left * vocab_size + right``, exact below
+``vocab_size**2 < 2**31``; a triple's is ``(pair key mod m) * vocab_size + third``
+with ``m = 2**31 // vocab_size``, so that every int32 step stays below 2**31 (TF
+Lite's integer overflow is undefined behaviour, not wraparound). The key times
+``min(last, 1)``, modulo the order's buckets, is the row. Padding is trailing, so
+a run that reaches it ends with [PAD] and lands in bucket 0, whose weight is zero
+like [PAD]'s: padding adds nothing (a real n-gram that hashes to 0 is lost, 1 in
+the buckets). ``ngram_buckets = "auto"`` sizes each table from the data: the
+smallest power of two of at least eight buckets per distinct n-gram seen twice in
+train (about one in nine of them then shares its bucket; ``model.feature_tables``,
+kept in the train log, has the measured share), the largest table halved until all
+rows fit ``max_model_mb`` of INT8 (a byte a number). Every op is a TF Lite builtin
+that tflite-runtime 2.14 and ai-edge-litert 2.3 run (STRIDED_SLICE, MUL, ADD,
+MINIMUM, FLOOR_MOD, GATHER, SUM, RSQRT), and the integer ops stay int32 in the
+full-integer INT8 model.
 
-Why this shape, measured on BBC News here:
-- 512 tokens, not 256: most articles are longer than 256 WordPieces, and the
-  longer window gained about two points of test accuracy (``sequence_length =
-  "auto"`` gives them 512; ``edge_build/window.py``).
-- The sum of the non-padding embeddings is L2-normalized instead of divided by the
-  token count: a masked mean needs a DIV, which full-integer conversion quantizes
-  to int8, and tflite-runtime 2.14 has no int8 DIV kernel ("Div only supports
-  FLOAT32, INT32 and quantized UINT8"). The norm is written as ``total * total``
-  and RSQRT because ``ops.normalize`` squares with SQUARE, which has no int8 kernel
-  and would keep a float island in the INT8 model. The normalized sum also reached
-  the masked mean's accuracy in fewer epochs. Its floor is 1e-4, not 1e-12: float16
-  rounds 1e-12 to zero, and an all-padding input then gave NaN on the float16 model.
-- Padding is left out by holding the [PAD] row of the embedding at zero (zero at
-  initialization, and zeroed again after every update) instead of multiplying by a
-  mask. Both give the same sums, but the mask's broadcast multiply over
-  ``[batch, 512, 64]`` was most of the INT8 model's time: about 150 of 156 µs per
-  example on tflite-runtime, and without it INT8 runs at ~2.5x the interpreter's
-  one-op floor on LiteRT (benchmarks/inference.py). The pairs' mask is an int32
-  multiply over ``[batch, 127]`` ids, before the lookup.
+What decided it (issue 40). On Chinese reviews, validation accuracy [test in
+brackets; the classical baseline: 0.8469 on test], a linear model trained with
+Keras on the build's own ids: the previous model (rows of 64 learned numbers whose
+sum was L2-normalized, then a dense layer) peaked in its first epoch, 0.835 [0.815];
+logistic regression on tokens and pairs without IDF 0.838 [0.838], with IDF 0.848
+[0.842] (exact pairs seen twice), 0.845 [0.847] (hashed into 524,288 buckets),
+0.849 [0.839] (28,672 buckets); C about 1.8 instead of 0.9: 0.849 [0.846];
+adding triples seen twice: 0.853 [0.856], the only variant above the baseline
+there, where the baseline's character trigrams are what the tokens' pairs miss
+(BERT's tokenization makes each CJK character a token). ``regularization_c``:
+with triples, C about 1.8, 4 and 8 gave 0.853, 0.855 and 0.857 on Chinese reviews'
+validation split; on the movie-review snippets C 2, 8 and 20 gave 0.781, 0.785
+and 0.786 (baseline 0.8017 on test: 0.778, 0.796, 0.796), and a linear model on
+ids and pairs was best at C = 10 on the TREC questions' and the tweets'
+validation splits too, so 8. ``benchmarks/README.md`` has the build's own
+figures per corpus.
+
+Why this shape, measured on BBC News here (earlier issues):
+- Padding is left out by its weight, folded into the table, instead of a mask: a
+  broadcast multiply over ``[batch, 512, width]`` was most of the INT8 model's
+  time on tflite-runtime.
+- The norm is ``RSQRT`` of a sum, not a DIV: tflite-runtime 2.14 has no int8 DIV
+  kernel. Its floor is 1e-4, so an all-padding input gives zeros, not NaN.
 """
 
 import keras
+import numpy as np
 import tensorflow as tf
 from keras import ops
 
@@ -75,105 +78,228 @@ KINDS = ("bag", "ngram_bag")
 #: ``left * vocab_size + right`` must fit in int32.
 LARGEST_PAIRED_VOCABULARY = 46340
 INT32_MAX = 2**31 - 1
+#: Buckets per distinct n-gram seen twice in train, for ``ngram_buckets = "auto"``.
+BUCKETS_PER_NGRAM = 8
+#: Layer names by n-gram order: ``bigram_ids``, ``trigram_embedding`` ...
+NGRAM_NAMES = {2: "bigram", 3: "trigram"}
 
 
-def zero_padding_row(embeddings):
-    return ops.concatenate([ops.zeros_like(embeddings[:PAD_ID + 1]), embeddings[PAD_ID + 1:]], axis=0)
+def ngram_keys(token_ids: np.ndarray, vocab_size: int, order: int, exact: bool = False) -> np.ndarray:
+    """Each run of ``order`` adjacent ids as a number, 0 where it reaches padding: what ``HashedNgrams`` computes before its last modulo.
 
-
-class PaddingRowStaysZero(keras.constraints.Constraint):
-    """Applied by the optimizer after each update: [PAD] embeds to zero, so it adds nothing to a sum."""
-
-    def __call__(self, embeddings):
-        return zero_padding_row(embeddings)
-
-
-def uniform_with_zero_padding_row(shape, dtype=None):
-    """Keras's default embedding initializer, with the [PAD] row zeroed."""
-    return zero_padding_row(keras.initializers.RandomUniform(-0.05, 0.05)(shape, dtype))
-
-
-class PaddedEmbedding(keras.layers.Layer):
-    """An embedding table whose row 0 ([PAD]) is held at zero, looked up with one GATHER.
-
-    Not ``keras.layers.Embedding``: its lookup wraps negative ids (LESS, ADD and SELECT_V2
-    over every id), three int32 ops per lookup that ids from the tokenizer never need.
+    ``exact``: the plain base-``vocab_size`` number (int64) instead of the model's int32 one,
+    which keeps every step below 2**31 by reducing the key modulo ``key_modulus`` before
+    each further id (a pair's key is exact either way).
     """
+    count = token_ids.shape[1] - order + 1
+    keys = token_ids[:, :count].astype(np.int64)
+    for offset in range(1, order):
+        if offset > 1 and not exact:
+            keys %= key_modulus(vocab_size)
+        keys = keys * vocab_size + token_ids[:, offset : offset + count]
+    return keys * np.minimum(token_ids[:, order - 1 :], 1)
 
-    def __init__(self, rows: int, embedding_dim: int, **kwargs):
+
+def key_modulus(vocab_size: int) -> int:
+    """The largest modulus ``m`` with ``(m - 1) * vocab_size + (vocab_size - 1) <= 2**31 - 1``."""
+    return (INT32_MAX + 1) // vocab_size
+
+
+class HashedNgrams(keras.layers.Layer):
+    """Token ids ``[batch, L]`` -> bucket ids ``[batch, L - order + 1]`` of each run of ``order`` adjacent ids; 0 where it reaches padding."""
+
+    def __init__(self, vocab_size: int, order: int, buckets: int, **kwargs):
         super().__init__(**kwargs)
-        self.rows, self.embedding_dim = rows, embedding_dim
-
-    def build(self, input_shape):
-        self.embeddings = self.add_weight(
-            shape=(self.rows, self.embedding_dim), initializer=uniform_with_zero_padding_row,
-            constraint=PaddingRowStaysZero(), name="embeddings",
-        )
-
-    def call(self, ids):
-        return tf.gather(self.embeddings, ids)
-
-    def get_config(self):
-        return {**super().get_config(), "rows": self.rows, "embedding_dim": self.embedding_dim}
-
-
-class HashedBigrams(keras.layers.Layer):
-    """Token ids ``[batch, L]`` -> bucket ids ``[batch, L - 1]`` of each adjacent pair; 0 where the pair reaches padding."""
-
-    def __init__(self, vocab_size: int, buckets: int, **kwargs):
-        super().__init__(**kwargs)
-        self.vocab_size, self.buckets = vocab_size, buckets
+        self.vocab_size, self.order, self.buckets = vocab_size, order, buckets
 
     def call(self, token_ids):
-        left, right = token_ids[:, :-1], token_ids[:, 1:]
-        # Padding is trailing: a pair with [PAD] on its left has [PAD] on its right, so the right side decides.
-        return ops.mod((left * self.vocab_size + right) * ops.minimum(right, 1), self.buckets)
+        count = token_ids.shape[1] - self.order + 1
+        keys = token_ids[:, :count]
+        for offset in range(1, self.order):
+            if offset > 1:
+                keys = ops.mod(keys, key_modulus(self.vocab_size))
+            keys = keys * self.vocab_size + token_ids[:, offset : offset + count]
+        # Padding is trailing: a run that reaches [PAD] ends with it, so its last id decides.
+        return ops.mod(keys * ops.minimum(token_ids[:, self.order - 1 :], 1), self.buckets)
 
     def get_config(self):
-        return {**super().get_config(), "vocab_size": self.vocab_size, "buckets": self.buckets}
+        return {**super().get_config(), "vocab_size": self.vocab_size, "order": self.order, "buckets": self.buckets}
 
 
-class NormalizedBagOfEmbeddings(keras.layers.Layer):
-    """L2-normalized sum of every bag's embeddings ([PAD] embeds to zero; all-padding rows give zeros)."""
+def document_frequencies(features: np.ndarray, rows: int) -> np.ndarray:
+    """How many texts (rows of ``features``) hold each feature id at least once."""
+    ordered = np.sort(features, axis=1)
+    first = np.ones(ordered.shape, dtype=bool)
+    first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    return np.bincount(ordered[first], minlength=rows)
+
+
+def idf_weights(features: np.ndarray, rows: int) -> np.ndarray:
+    """Each feature id's smooth IDF over the texts of ``features``; 0 for padding's id."""
+    texts = max(len(features), 1)
+    weights = np.log((1 + texts) / (1 + document_frequencies(features, rows))) + 1
+    weights[PAD_ID] = 0
+    return weights.astype(np.float32)
+
+
+class WeightedBag(keras.layers.Layer):
+    """Feature ids ``[batch, L]`` -> the sum of their rows, each times its fixed weight, and the sum of the squared weights.
+
+    In inference the weights multiply the table, not the gathered rows: once the model is
+    frozen the product is a constant, so the converter folds it and the model gathers one table.
+    They are a non-trainable variable, not a constant: a SavedModel stores a variable
+    once, a constant once in every signature.
+    """
+
+    def __init__(self, weights: np.ndarray, width: int, l2: float, initializer: str, **kwargs):
+        super().__init__(**kwargs)
+        self.feature_weights = np.asarray(weights, dtype=np.float32)
+        self.width, self.l2, self.initializer = width, l2, initializer
+
+    def build(self, input_shape):
+        rows = len(self.feature_weights)
+        # No mask and no constraint for padding: its weight is 0, so its row, whatever it holds, adds nothing and gets no gradient.
+        self.embeddings = self.add_weight(
+            shape=(rows, self.width), initializer=self.initializer, regularizer=keras.regularizers.L2(self.l2), name="embeddings"
+        )
+        self.weights_of_rows = self.add_weight(
+            shape=(rows,), initializer=lambda shape, dtype=None: ops.convert_to_tensor(self.feature_weights), trainable=False, name="idf"
+        )
+
+    def call(self, ids, training=None):
+        weights = tf.gather(self.weights_of_rows, ids)
+        if training:
+            # The same sum, with the gradient kept to the gathered rows: weighting the whole table costs a pass over it per step.
+            rows = tf.gather(self.embeddings, ids) * ops.expand_dims(weights, -1)
+        else:
+            rows = tf.gather(self.embeddings * ops.expand_dims(self.weights_of_rows, -1), ids)
+        return ops.sum(rows, axis=1), ops.sum(weights * weights, axis=1, keepdims=True)
+
+
+class NormalizedSum(keras.layers.Layer):
+    """The bags' summed rows over the square root of their summed squared weights (all-padding rows give zeros)."""
 
     def call(self, bags):
-        total = ops.sum(bags[0], axis=1)
-        for bag in bags[1:]:
-            total = total + ops.sum(bag, axis=1)
-        squared_norm = ops.sum(total * total, axis=-1, keepdims=True)
+        total = sum(rows for rows, _ in bags)
+        squared_norm = sum(squares for _, squares in bags)
         return total * ops.rsqrt(ops.maximum(squared_norm, 1e-4))
 
 
-def require_whole_number(name: str, value, smallest: int, largest: int | None = None) -> None:
+class ClassBias(keras.layers.Layer):
+    """The logistic regression's intercepts."""
+
+    def build(self, input_shape):
+        self.bias = self.add_weight(shape=(input_shape[-1],), initializer="zeros", name="bias")
+
+    def call(self, inputs):
+        return inputs + self.bias
+
+
+def require_whole_number(name: str, value, smallest: int, largest: int | None = None, word: str | None = None) -> None:
+    """``value`` is a whole number in range (``word``: the one string also allowed, checked by the caller)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < smallest or (largest is not None and value > largest):
         allowed = f"from {smallest} to {largest}" if largest is not None else f"of {smallest} or more"
-        raise ValueError(f"{name} = {value!r}: must be a whole number {allowed}")
+        raise ValueError(f"{name} = {value!r}: must be a whole number {allowed}" + (f', or "{word}"' if word else ""))
+
+
+def require_positive_number(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ValueError(f"{name} = {value!r}: must be a number above 0")
+
+
+def row_width(embedding_dim, num_classes: int) -> int:
+    if embedding_dim == "classes":
+        return num_classes
+    require_whole_number("embedding_dim", embedding_dim, 1, word="classes")
+    return embedding_dim
+
+
+def wanted_buckets(exact_keys: np.ndarray) -> int:
+    """The smallest power of two holding ``BUCKETS_PER_NGRAM`` buckets per distinct n-gram seen twice."""
+    _, counts = np.unique(exact_keys[exact_keys > 0], return_counts=True)
+    return 1 << int(np.ceil(np.log2(max(BUCKETS_PER_NGRAM * int(np.sum(counts >= 2)), 2))))
+
+
+def fit_budget(wanted: dict[int, int], vocab_size: int, width: int, max_model_mb: float) -> dict[int, int]:
+    """``wanted`` buckets per order, the largest table halved until every row fits ``max_model_mb`` (a byte per number)."""
+    affordable = int(max_model_mb * 1e6) // width - vocab_size
+    if affordable < 2 * len(wanted):
+        raise ValueError(f"max_model_mb = {max_model_mb}: holds no n-gram tables beside {vocab_size} token rows of {width} bytes")
+    buckets = dict(wanted)
+    while sum(buckets.values()) > affordable:
+        largest = max(buckets, key=lambda order: (buckets[order], order))
+        buckets[largest] //= 2
+    return buckets
+
+
+def table_summary(exact_keys: np.ndarray, model_keys: np.ndarray, buckets: int) -> dict:
+    """How the train split's n-grams fill the buckets: those seen twice, and the share of them that shares a bucket."""
+    keys, first, counts = np.unique(exact_keys[exact_keys > 0], return_index=True, return_counts=True)
+    repeated_buckets = model_keys[exact_keys > 0][first[counts >= 2]] % buckets
+    _, inverse, per_bucket = np.unique(repeated_buckets, return_inverse=True, return_counts=True)
+    return {
+        "buckets": buckets,
+        "distinct": int(len(keys)),
+        "seen_twice": int(len(repeated_buckets)),
+        "colliding_share": round(float(np.mean(per_bucket[inverse] > 1)) if len(repeated_buckets) else 0.0, 4),
+    }
 
 
 def build_model(
     vocab_size: int,
     num_classes: int,
     sequence_length: int,
+    train_ids: np.ndarray,
     kind: str = "ngram_bag",
-    embedding_dim: int = 64,
-    ngram_buckets: int = 28672,
+    embedding_dim="classes",
+    ngram_order: int = 3,
+    ngram_buckets="auto",
     ngram_window: int = 128,
-    dropout: float = 0.3,
+    max_model_mb: float = 16.0,
+    regularization_c: float = 8.0,
+    dropout: float = 0.0,
 ) -> keras.Model:
     if kind not in KINDS:
         raise ValueError(f"kind = {kind!r}: expected one of {', '.join(KINDS)}")
+    require_positive_number("regularization_c", regularization_c)
+    require_positive_number("max_model_mb", max_model_mb)
+    width = row_width(embedding_dim, num_classes)
+    l2 = 1 / (2 * regularization_c * max(len(train_ids), 1))
+    # A logistic regression starts at zero (a row no train text reaches stays there); rows before a dense layer need to differ.
+    initializer = "zeros" if embedding_dim == "classes" else "uniform"
     token_ids = keras.Input(shape=(sequence_length,), dtype="int32", name="input_ids")
-    bags = [PaddedEmbedding(vocab_size, embedding_dim, name="embedding")(token_ids)]
+    bags = [WeightedBag(idf_weights(train_ids, vocab_size), width, l2, initializer, name="embedding")(token_ids)]
+    tables = {"token_rows": vocab_size, "row_width": width, "ngrams": {}}
     if kind == "ngram_bag":
         if vocab_size > LARGEST_PAIRED_VOCABULARY:
             raise ValueError(f"kind = 'ngram_bag' pairs token ids in int32: vocab_size must be at most {LARGEST_PAIRED_VOCABULARY}, not {vocab_size}")
-        require_whole_number("ngram_buckets", ngram_buckets, 2, INT32_MAX)  # bucket 0 is padding's; FLOOR_MOD runs in int32
-        require_whole_number("ngram_window", ngram_window, 2)  # a pair
-        # Pairs of the first ngram_window tokens only: their cost grows with it, and a long text's topic is in its words.
+        require_whole_number("ngram_order", ngram_order, 2, max(NGRAM_NAMES))
+        require_whole_number("ngram_window", ngram_window, ngram_order)
+        orders = range(2, ngram_order + 1)
+        # N-grams of the first ngram_window tokens only: their cost grows with it, and a long text's topic is in its words.
+        leading_train = train_ids[:, :ngram_window]
+        exact = {order: ngram_keys(leading_train, vocab_size, order, exact=True) for order in orders}
+        if ngram_buckets == "auto":
+            buckets = fit_budget({order: wanted_buckets(exact[order]) for order in orders}, vocab_size, width, max_model_mb)
+        else:
+            require_whole_number("ngram_buckets", ngram_buckets, 2, INT32_MAX, word="auto")  # bucket 0 is padding's; FLOOR_MOD runs in int32
+            buckets = dict.fromkeys(orders, ngram_buckets)
         leading = token_ids[:, :ngram_window] if ngram_window < sequence_length else token_ids
-        bigram_ids = HashedBigrams(vocab_size, ngram_buckets, name="bigram_ids")(leading)
-        bags.append(PaddedEmbedding(ngram_buckets, embedding_dim, name="bigram_embedding")(bigram_ids))
-    pooled = NormalizedBagOfEmbeddings(name="bag_of_embeddings")(bags)
+        for order in orders:
+            name = NGRAM_NAMES[order]
+            ngram_ids = HashedNgrams(vocab_size, order, buckets[order], name=f"{name}_ids")(leading)
+            model_keys = ngram_keys(leading_train, vocab_size, order)
+            weights = idf_weights(model_keys % buckets[order], buckets[order])
+            bags.append(WeightedBag(weights, width, l2, initializer, name=f"{name}_embedding")(ngram_ids))
+            tables["ngrams"][name] = table_summary(exact[order], model_keys, buckets[order])
+    pooled = NormalizedSum(name="bag_of_features")(bags)
     pooled = keras.layers.Dropout(dropout, name="dropout")(pooled)
-    logits = keras.layers.Dense(num_classes, name="logits")(pooled)
-    return keras.Model(token_ids, logits, name="text_classifier")
+    if embedding_dim == "classes":
+        logits = ClassBias(name="logits")(pooled)
+    else:
+        logits = keras.layers.Dense(num_classes, name="logits")(pooled)
+    model = keras.Model(token_ids, logits, name="text_classifier")
+    rows = vocab_size + sum(table["buckets"] for table in tables["ngrams"].values())
+    tables["int8_table_mb"] = round(rows * width / 1e6, 3)
+    model.feature_tables = tables
+    return model

@@ -160,7 +160,15 @@ def tiny_build(tmp_path_factory) -> dict[str, Path]:
     data_report.build_data_report(dict(zip(SPLITS, splits)), files.summary, layout.vocab, True, hparams.tokenizer.sequence_length, files.report)
     tokenize.tokenize_splits({files.split(s): layout.token_ids(s) for s in SPLITS}, layout.vocab, True, hparams.tokenizer.sequence_length)
     train(
-        TrainInputs(files.split("train"), files.split("val"), files.labels, layout.vocab, hparams_path, REPO / "model_src" / "model.py"),
+        TrainInputs(
+            files.split("train"),
+            files.split("val"),
+            files.labels,
+            layout.vocab,
+            hparams_path,
+            REPO / "model_src" / "model.py",
+            layout.token_ids("train"),
+        ),
         hparams,
         layout.weights,
         layout.train_log,
@@ -173,6 +181,7 @@ def tiny_build(tmp_path_factory) -> dict[str, Path]:
         layout.train_log,
         hparams_path,
         REPO / "model_src" / "model.py",
+        layout.token_ids("train"),
         layout.reference.parent,
     )
     reference_logits.reference_logits(layout.reference, files.split("test"), files.labels, layout.reference_logits)
@@ -463,6 +472,7 @@ def conversion_inputs(tiny_build: dict, **changes) -> object:
         val=files.split("val"),
         val_ids=layout.token_ids("val"),
         test_ids=layout.token_ids("test"),
+        train_ids=layout.token_ids("train"),
         representative=layout.representative,
         test=files.split("test"),
         train=files.split("train"),
@@ -525,6 +535,7 @@ def tiny_artifacts(tiny_build, host_runtime_env, writer_env) -> dict[str, Path]:
         layout.train_log,
         tiny_build["hparams"],
         REPO / "model_src" / "model.py",
+        layout.token_ids("train"),
         target.artifact("saved_model_xla").parent,
         warmup_batch_sizes=profile.xla.warmup_batch_sizes,
     )

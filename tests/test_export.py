@@ -90,6 +90,7 @@ def test_weights_that_do_not_fit_the_model_are_refused(tiny_build, tmp_path: Pat
             tiny_build["train_log"],
             hparams,
             REPO / "model_src" / "model.py",
+            tiny_build["layout"].token_ids("train"),
             out,
         )
     assert not out.exists() or not any(out.iterdir())
@@ -104,7 +105,14 @@ def test_weights_that_load_only_in_part_are_caught(tiny_build, tmp_path: Path):
     out = tmp_path / "saved_model_cpu"
     with pytest.raises(StageError, match="the loaded model scores .* on the validation split, training recorded"):
         export.export(
-            *split_inputs(tiny_build), tiny_build["vocab"], tiny_build["weights"], forged, tiny_build["hparams"], REPO / "model_src" / "model.py", out
+            *split_inputs(tiny_build),
+            tiny_build["vocab"],
+            tiny_build["weights"],
+            forged,
+            tiny_build["hparams"],
+            REPO / "model_src" / "model.py",
+            tiny_build["layout"].token_ids("train"),
+            out,
         )
     assert not (out / "1").exists()
 

@@ -1,4 +1,4 @@
-"""The classifier in model_src/model.py: what the hashed bigrams see, and what padding adds (nothing)."""
+"""The classifier in model_src/model.py: what the hashed bigrams see, its tables learned from the train split, and what padding adds (nothing)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from edge_build.config.hparams import load_hyperparameters
 from edge_build.errors import ConfigError
 from edge_build.layout import Layout
 from edge_build.model_source import build_model, load_builder
-from edge_build.stages import data, vocab
+from edge_build.stages import data, tokenize, vocab
 
 MODEL = REPO / "model_src" / "model.py"
 FILLER = "the movie was plot actors story film scenes ending music cast script".split()
@@ -39,14 +39,18 @@ def word_order_data(tmp_path_factory) -> Layout:
     layout = Layout(root / "build")
     data.build_data(str(write_word_order_corpus(root / "order.csv")), layout.data.outputs, (0.6, 0.2, 0.2), seed=3)
     vocab.build_vocab(layout.data.split("train"), layout.vocab, 200, lower_case=True)
+    tokenize.tokenize_splits({layout.data.split("train"): layout.token_ids("train")}, layout.vocab, True, 16)
     return layout
 
 
 def val_accuracy(layout: Layout, tmp_path: Path, kind: str) -> float:
     hparams_path = tmp_path / f"{kind}.toml"
     settings = TINY_HPARAMS.replace("sequence_length = 24", "sequence_length = 16").replace("epochs = 3", "epochs = 30")
+    settings = settings.replace("embedding_dim = 8", 'embedding_dim = "classes"')  # the default: a logistic regression
     hparams_path.write_text(settings.replace("[model]", f'[model]\nkind = "{kind}"\nngram_buckets = 512'), encoding="utf-8")
-    inputs = training.TrainInputs(layout.data.split("train"), layout.data.split("val"), layout.data.labels, layout.vocab, hparams_path, MODEL)
+    inputs = training.TrainInputs(
+        layout.data.split("train"), layout.data.split("val"), layout.data.labels, layout.vocab, hparams_path, MODEL, layout.token_ids("train")
+    )
     log = training.train(inputs, load_hyperparameters(hparams_path), tmp_path / kind / "model.weights.h5", tmp_path / kind / "train_log.json")
     return log["best_val_accuracy"]
 
@@ -57,58 +61,126 @@ def test_the_ngram_bag_learns_word_order_and_the_bag_cannot(word_order_data, tmp
     assert val_accuracy(word_order_data, tmp_path, "bag") <= 0.75
 
 
-def ngram_model(sequence_length: int):
+def ngram_model(sequence_length: int, train_ids: Path):
     hparams = load_hyperparameters(REPO / "model_src" / "hparams.toml").with_window(sequence_length)
-    return build_model(MODEL, hparams, REPO / "model_src" / "hparams.toml", vocab_size=500, num_classes=3)
+    return build_model(MODEL, hparams, REPO / "model_src" / "hparams.toml", vocab_size=500, num_classes=3, train_ids=train_ids)
 
 
-def test_padding_adds_nothing_to_the_ngram_bag():
+def train_ids_file(tmp_path: Path, ids: np.ndarray, length: int) -> Path:
+    path = tmp_path / f"train-{length}.npy"
+    np.save(path, np.pad(ids, ((0, 0), (0, length - ids.shape[1]))))
+    return path
+
+
+def test_padding_adds_nothing_to_the_ngram_bag(tmp_path: Path):
     import keras
 
     keras.utils.set_random_seed(0)
-    short, long = ngram_model(16), ngram_model(48)
-    # Train a few steps so that every weight, the padding rows' neighbours included, moves from its initial value.
     ids = np.random.default_rng(0).integers(1, 500, size=(64, 16)).astype(np.int32)
     ids[:, 10:] = 0
+    # The same train texts at two windows: the tables learned from them (IDF, buckets) must not see the padding either.
+    short, long = ngram_model(16, train_ids_file(tmp_path, ids, 16)), ngram_model(48, train_ids_file(tmp_path, ids, 48))
+    assert short.feature_tables == long.feature_tables
     short.compile(keras.optimizers.Adam(0.05), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     short.fit(ids, np.arange(64) % 3, epochs=3, verbose=0)
-    for table in ("embedding", "bigram_embedding"):
-        weights = short.get_layer(table).get_weights()[0]
-        assert not weights[0].any() and weights[1:].any(), table  # bucket 0 ([PAD], and pairs that touch it) stays zero
+    for table in ("embedding", "bigram_embedding", "trigram_embedding"):
+        layer = short.get_layer(table)
+        assert layer.feature_weights[0] == 0 and (layer.feature_weights[1:] > 0).all(), table  # [PAD], and pairs that touch it
+        rows, weights = layer.get_weights()
+        np.testing.assert_array_equal(weights, layer.feature_weights)  # training leaves them as the train split gave them
+        rows[0] = 100.0  # whatever padding's row holds, its weight keeps it out
+        layer.set_weights([rows, weights])
     long.set_weights(short.get_weights())
     text = ids[:4, :10]
     padded = {length: np.pad(text, ((0, 0), (0, length - 10))) for length in (16, 48)}
     np.testing.assert_allclose(short.predict(padded[16], verbose=0), long.predict(padded[48], verbose=0), rtol=1e-5, atol=1e-6)
-    pairs = short.get_layer("bigram_ids")(padded[16]).numpy()
-    assert (pairs[:, 9:] == 0).all() and (pairs[:, :9] > 0).all()
+    pairs, buckets = short.get_layer("bigram_ids")(padded[16]).numpy(), short.feature_tables["ngrams"]["bigram"]["buckets"]
+    assert (pairs[:, 9:] == 0).all()
+    np.testing.assert_array_equal(pairs[:, :9], (text[:, :-1].astype(np.int64) * 500 + text[:, 1:]) % buckets)
+
+
+def test_the_feature_weights_are_scikit_learns_smooth_idf_of_the_train_split(tmp_path: Path):
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    ids = np.random.default_rng(1).integers(1, 40, size=(50, 12)).astype(np.int32)
+    ids[::3, 6:] = 0  # some shorter texts; a token repeated in a text counts once
+    model = ngram_model(12, train_ids_file(tmp_path, ids, 12))
+    vectorizer = TfidfVectorizer(analyzer=lambda row: [int(i) for i in row if i]).fit(list(ids))
+    expected = dict(zip(vectorizer.get_feature_names_out(), vectorizer.idf_))
+    weights = model.get_layer("embedding").feature_weights
+    np.testing.assert_allclose([weights[i] for i in expected], list(expected.values()), rtol=1e-6)
+    unseen = sorted(set(range(1, 500)) - set(expected))
+    np.testing.assert_allclose(weights[unseen], np.log(51) + 1, rtol=1e-6)  # in no train text: the largest weight
+
+
+def test_auto_buckets_hold_eight_per_ngram_seen_twice_within_the_size_budget():
+    builder = load_builder(MODEL)
+    ids = np.random.default_rng(2).integers(1, 30, size=(400, 8)).astype(np.int32)  # 2,800 pairs over 841 possible ones: most seen twice
+    model = builder(vocab_size=30, num_classes=4, sequence_length=8, train_ids=ids)
+    for name in ("bigram", "trigram"):
+        table = model.feature_tables["ngrams"][name]
+        assert table["buckets"] == 2 ** int(np.ceil(np.log2(8 * table["seen_twice"]))) and table["seen_twice"] > 100, name
+        assert table["colliding_share"] < 0.2, name
+    assert model.feature_tables["ngrams"]["bigram"]["colliding_share"] == 0  # 900 pair ids or fewer, each its own bucket
+    assert model.feature_tables["row_width"] == 4
+    small = builder(vocab_size=30, num_classes=4, sequence_length=8, train_ids=ids, max_model_mb=0.01)
+    # 10,000 bytes hold 2,500 rows of 4: 30 for the tokens, and the largest n-gram table halved until the rest fit.
+    assert sum(table["buckets"] for table in small.feature_tables["ngrams"].values()) <= 2500 - 30
+    assert small.feature_tables["int8_table_mb"] <= 0.01
+    with pytest.raises(ValueError, match="max_model_mb = 0.0001: holds no n-gram tables beside 30 token rows of 4 bytes"):
+        builder(vocab_size=30, num_classes=4, sequence_length=8, train_ids=ids, max_model_mb=0.0001)
+
+
+def test_triples_keep_every_int32_step_below_2_to_the_31_and_match_the_numpy_twin():
+    builder = load_builder(MODEL)
+    ids = np.array([[46339, 46339, 46339, 1, 0, 0], [46338, 1, 46339, 46337, 2, 0]], dtype=np.int32)
+    model = builder(vocab_size=46340, num_classes=2, sequence_length=6, train_ids=ids, ngram_buckets=1_000_003)
+    triples = model.get_layer("trigram_ids")(ids).numpy()
+    keys = ids[:, :4].astype(np.int64) * 46340 + ids[:, 1:5]
+    expected = ((keys % (2**31 // 46340)) * 46340 + ids[:, 2:]) * np.minimum(ids[:, 2:], 1) % 1_000_003
+    np.testing.assert_array_equal(triples, expected)
+    assert ((keys % (2**31 // 46340)) * 46340 + ids[:, 2:]).max() < 2**31  # the int32 product never wraps
+    assert (triples[0, 2:] == 0).all() and (triples[1, 3:] == 0).all() and (triples[:, :2] > 0).all()
 
 
 def test_a_kind_the_model_does_not_have_is_one_line_naming_the_file(tmp_path: Path):
     hparams_path = tmp_path / "hparams.toml"
     hparams_path.write_text('[tokenizer]\nsequence_length = 16\n[model]\nkind = "lstm"\n', encoding="utf-8")
     with pytest.raises(ConfigError, match=r"hparams\.toml: \[model\] in .*model\.py: kind = 'lstm': expected one of bag, ngram_bag"):
-        build_model(MODEL, load_hyperparameters(hparams_path), hparams_path, vocab_size=100, num_classes=2)
+        build_model(
+            MODEL,
+            load_hyperparameters(hparams_path),
+            hparams_path,
+            vocab_size=100,
+            num_classes=2,
+            train_ids=train_ids_file(tmp_path, np.zeros((1, 16), np.int32), 16),
+        )
 
 
 def test_the_bigram_ids_stay_within_int32_and_the_buckets():
     builder = load_builder(MODEL)
-    model = builder(vocab_size=46340, num_classes=2, sequence_length=4, ngram_buckets=1000)
+    model = builder(vocab_size=46340, num_classes=2, sequence_length=4, train_ids=np.zeros((1, 4), np.int32), ngram_buckets=1000)
     pairs = model.get_layer("bigram_ids")(np.array([[46339, 46339, 1, 0]], dtype=np.int32)).numpy()
     assert pairs.min() >= 0 and pairs.max() < 1000 and pairs[0, 2] == 0
     with pytest.raises(ValueError, match="vocab_size must be at most 46340"):
-        builder(vocab_size=46341, num_classes=2, sequence_length=4)
+        builder(vocab_size=46341, num_classes=2, sequence_length=4, train_ids=np.zeros((1, 4), np.int32))
 
 
 @pytest.mark.parametrize(
     "keywords, message",
     [
-        ({"ngram_buckets": 1}, "ngram_buckets = 1: must be a whole number from 2 to 2147483647"),
-        ({"ngram_buckets": 2.5}, "ngram_buckets = 2.5: must be a whole number from 2 to 2147483647"),
+        ({"ngram_buckets": 1}, 'ngram_buckets = 1: must be a whole number from 2 to 2147483647, or "auto"'),
+        ({"ngram_buckets": 2.5}, 'ngram_buckets = 2.5: must be a whole number from 2 to 2147483647, or "auto"'),
         ({"ngram_buckets": 3_000_000_000}, "ngram_buckets = 3000000000: must be a whole number from 2 to 2147483647"),
         ({"ngram_buckets": True}, "ngram_buckets = True: must be a whole number"),
-        ({"ngram_window": 1.5}, "ngram_window = 1.5: must be a whole number of 2 or more"),
+        ({"ngram_buckets": "many"}, "ngram_buckets = 'many': must be a whole number"),
+        ({"ngram_window": 1.5}, "ngram_window = 1.5: must be a whole number of 3 or more"),
+        ({"ngram_order": 4}, "ngram_order = 4: must be a whole number from 2 to 3"),
+        ({"embedding_dim": "wide"}, "embedding_dim = 'wide': must be a whole number of 1 or more, or \"classes\""),
+        ({"regularization_c": 0}, "regularization_c = 0: must be a number above 0"),
+        ({"max_model_mb": "big"}, "max_model_mb = 'big': must be a number above 0"),
     ],
 )
 def test_pair_settings_the_model_cannot_take_are_refused_before_anything_is_allocated(keywords: dict, message: str):
     with pytest.raises(ValueError, match=message):
-        load_builder(MODEL)(vocab_size=100, num_classes=2, sequence_length=16, **keywords)
+        load_builder(MODEL)(vocab_size=100, num_classes=2, sequence_length=16, train_ids=np.zeros((1, 16), np.int32), **keywords)

@@ -170,7 +170,9 @@ def weights_changed(tiny_build, out: Path, change) -> Path:
     layout = tiny_build["layout"]
     hparams = trained_hyperparameters(tiny_build["hparams"], layout.train_log)
     labels = layout.data.labels.read_text(encoding="utf-8").splitlines()
-    model = load_trained_model(REPO / "model_src" / "model.py", hparams, tiny_build["hparams"], layout.vocab, len(labels), layout.weights)
+    model = load_trained_model(
+        REPO / "model_src" / "model.py", hparams, tiny_build["hparams"], layout.vocab, len(labels), layout.weights, layout.token_ids("train")
+    )
     change(model)
     model.save_weights(str(out))
     return out

@@ -42,12 +42,12 @@ def test_the_tiny_model_learns_the_tiny_task(tiny_build):
 def retrain(tiny_build, out: Path, hparams_path: Path | None = None, **overrides) -> dict:
     hparams_path = hparams_path or tiny_build["hparams"]
     hparams = load_hyperparameters(hparams_path).with_training(**overrides)
-    inputs = train_inputs(Data(tiny_build["data"]), tiny_build["vocab"], hparams_path)
+    inputs = train_inputs(Data(tiny_build["data"]), tiny_build["vocab"], hparams_path, tiny_build["layout"].token_ids("train"))
     return training.train(inputs, hparams, out / "model.weights.h5", out / "train_log.json")
 
 
-def train_inputs(data: Data, vocab: Path, hparams_path: Path) -> training.TrainInputs:
-    return training.TrainInputs(data.split("train"), data.split("val"), data.labels, vocab, hparams_path, REPO / "model_src" / "model.py")
+def train_inputs(data: Data, vocab: Path, hparams_path: Path, train_ids: Path) -> training.TrainInputs:
+    return training.TrainInputs(data.split("train"), data.split("val"), data.labels, vocab, hparams_path, REPO / "model_src" / "model.py", train_ids)
 
 
 def test_training_is_deterministic_for_a_seed(tiny_build, tmp_path: Path):
@@ -68,7 +68,8 @@ def test_an_unknown_model_hyperparameter_names_what_build_model_accepts(tiny_bui
     with pytest.raises(ConfigError) as caught:
         retrain(tiny_build, tmp_path / "bad", hparams_path)
     assert str(caught.value) == (
-        f"{hparams_path}: unknown key 'model.layers' (build_model() in {REPO / 'model_src' / 'model.py'} accepts: kind, embedding_dim, ngram_buckets, ngram_window, dropout)"
+        f"{hparams_path}: unknown key 'model.layers' (build_model() in {REPO / 'model_src' / 'model.py'} accepts: "
+        "kind, embedding_dim, ngram_order, ngram_buckets, ngram_window, max_model_mb, regularization_c, dropout)"
     )
     assert not (tmp_path / "bad").exists()
 
@@ -109,6 +110,8 @@ def start_training(tiny_build, out: Path, strategy: str, prelude: str = "", env:
         data.window,
         "--model-source",
         REPO / "model_src" / "model.py",
+        "--train-ids",
+        tiny_build["layout"].token_ids("train"),
         "--weights",
         out / "model.weights.h5",
         "--log",
@@ -222,13 +225,15 @@ def write_split(path: Path, texts: list[bytes], labels) -> None:
 def test_a_class_sorted_corpus_larger_than_the_shuffle_buffer_still_trains(tmp_path: Path):
     """The data stage writes each split in a class-mixed order, so a 256-example buffer over
     2,400 training texts of a class-sorted CSV still gives mixed batches; the same split file
-    sorted by class, as the data stage used to write it, collapses to one class per stretch."""
+    sorted by class, as the data stage used to write it, trains on one class per stretch and ends
+    far worse (the IDF-normalized model keeps more of it than the old one, which fell to chance)."""
     import random
 
     from conftest import CLASS_WORDS
 
     from edge_build.stages import data, vocab
     from edge_build.tfrecord import read_split
+    from edge_build.tokenizer import token_ids
 
     # Every word occurs in every class, each class's own words more often: a model that last saw one class
     # pushes every word towards it, so the order of the examples decides what is learned.
@@ -246,7 +251,10 @@ def test_a_class_sorted_corpus_larger_than_the_shuffle_buffer_still_trains(tmp_p
     hparams_path = tmp_path / "hparams.toml"
     hparams_path.write_text(TINY_HPARAMS_SMALL_BUFFER, encoding="utf-8")
     vocab.build_vocab(data_dir / "train.tfrecord", tmp_path / "vocab.txt", 200, lower_case=True)
-    inputs = train_inputs(Data(data_dir), tmp_path / "vocab.txt", hparams_path)
+    train_ids = tmp_path / "train.npy"
+    length = load_hyperparameters(hparams_path).tokenizer.sequence_length
+    np.save(train_ids, token_ids(tmp_path / "vocab.txt", True, read_split(data_dir / "train.tfrecord")[0], length))
+    inputs = train_inputs(Data(data_dir), tmp_path / "vocab.txt", hparams_path, train_ids)
     hparams = load_hyperparameters(hparams_path)
     mixed = training.train(inputs, hparams, tmp_path / "mixed" / "model.weights.h5", tmp_path / "mixed" / "train_log.json")
 
@@ -256,8 +264,8 @@ def test_a_class_sorted_corpus_larger_than_the_shuffle_buffer_still_trains(tmp_p
     by_class = training.train(inputs, hparams, tmp_path / "by_class" / "model.weights.h5", tmp_path / "by_class" / "train_log.json")
 
     assert mixed["train_examples"] == 2400 and hparams.training.shuffle_buffer == 256
-    assert mixed["best_val_accuracy"] >= 0.8
-    assert by_class["best_val_accuracy"] <= 0.5  # three balanced classes: one class per stretch is chance
+    assert mixed["best_val_accuracy"] >= 0.75
+    assert by_class["best_val_accuracy"] <= mixed["best_val_accuracy"] - 0.1
 
 
 def test_training_stops_once_validation_stops_improving(tiny_build, tmp_path: Path):
@@ -303,6 +311,8 @@ def test_the_stage_takes_every_file_on_its_command_line_and_overrides_epochs_and
         data.window,
         "--model-source",
         REPO / "model_src" / "model.py",
+        "--train-ids",
+        tiny_build["layout"].token_ids("train"),
         "--weights",
         out / "w" / "model.weights.h5",
         "--log",

@@ -51,6 +51,7 @@ def test_a_perturbed_xla_export_fails_the_gate_with_one_table(tiny_artifacts, tm
         tiny_artifacts["train_log"],
         tiny_artifacts["hparams"],
         REPO / "model_src" / "model.py",
+        tiny_artifacts["layout"].token_ids("train"),
         tmp_path / "saved_model_xla",
         warmup_batch_sizes=(1, 8),
     )

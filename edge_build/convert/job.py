@@ -36,6 +36,7 @@ class ConversionInputs:
     train_log: Path
     hparams: Path
     model_source: Path
+    train_ids: Path
     representative: Path | None = None
     test: Path | None = None
     train: Path | None = None
@@ -93,7 +94,7 @@ def load_job(artifact: str, files: ConversionInputs, profile: TargetProfile, env
     """The trained model and the splits' ids, checked against the trained window."""
     hparams = trained_hyperparameters(files.hparams, files.train_log)
     labels = read_labels(files.labels)
-    model = load_trained_model(files.model_source, hparams, files.hparams, files.vocab, len(labels), files.weights)
+    model = load_trained_model(files.model_source, hparams, files.hparams, files.vocab, len(labels), files.weights, files.train_ids)
     _, val_labels = read_split(files.val)
     val_ids = read_rows(files.val_ids, len(val_labels))
     length = hparams.tokenizer.sequence_length

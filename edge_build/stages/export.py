@@ -139,6 +139,7 @@ def export(
     train_log: Path,
     hparams_path: Path,
     model_source: Path,
+    train_ids: Path,
     out_dir: Path,
     warmup_batch_sizes: tuple[int, ...] | None = None,
 ) -> Path:
@@ -152,7 +153,7 @@ def export(
 
     hparams = trained_hyperparameters(hparams_path, train_log)
     labels = read_labels(labels_path)
-    model = load_trained_model(model_source, hparams, hparams_path, vocab, len(labels), weights)
+    model = load_trained_model(model_source, hparams, hparams_path, vocab, len(labels), weights, train_ids)
     # The vocabulary's path as given becomes part of the graph (the lookup table's shared
     # name), and is read again when the asset is saved: give it the same relative path in
     # every build, so that two builds in different directories write the same bytes.
@@ -225,7 +226,9 @@ def drive(args: argparse.Namespace) -> None:
     if args.jit_compile != bool(args.warmup_batch_sizes):
         raise ConfigError("--warmup-batch-sizes goes with --jit-compile, and --jit-compile needs it")
     sizes = tuple(args.warmup_batch_sizes) if args.jit_compile else None
-    path = export(args.val, args.labels, args.vocab, args.weights, args.train_log, args.hparams, args.model_source, args.out_dir, sizes)
+    path = export(
+        args.val, args.labels, args.vocab, args.weights, args.train_log, args.hparams, args.model_source, args.train_ids, args.out_dir, sizes
+    )
     print(f"export: {'XLA' if args.jit_compile else 'CPU'} SavedModel ({size_of(path) / 1e6:.1f} MB) -> {path}")
 
 
