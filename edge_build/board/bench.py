@@ -2,6 +2,7 @@
 
     python -m edge_build.board.bench MODEL [--runtime tflite-runtime] [--threads 1]
         [--warmup 20] [--runs 200] [--batch 1] [--golden golden.npz] [--parity]
+        [--text [--text-file texts.txt] [--text-index N]]
         [--out result.json] [--outputs logits.npy]
 
 Reports what TF Lite's ``benchmark_model`` reports: model load time, first
@@ -9,6 +10,9 @@ invoke, then per-invoke p50/p90/p99, mean, std, min and max over the timed runs,
 examples per second and the process's peak resident memory. Timed inputs are
 golden-set rows when a golden file is given (real token ids, or the raw texts
 for a model that takes text), zeros or one short sentence otherwise.
+With ``--text`` each timed run is one raw text in, its label out, the board's
+tokenizer included (``text_bench``). Text mode runs as a bundle's ``bench.py --text``,
+whose launcher hands in the bundle's tokenizer; run as this module, bench refuses it.
 With ``--parity`` every golden example is run and compared with the reference
 logits stored beside it. Imports only the standard library, numpy and the runtime.
 """
@@ -28,6 +32,11 @@ import numpy as np
 from . import EXIT_MODEL_FAILED, EXIT_RUNTIME_MISSING, EXIT_USAGE, fail
 from .parity import compare, load_golden, unpack_texts
 from .runtime import INTERPRETER_MODULES, RuntimeMissing, make_interpreter, runner_of, runtime_version
+from .text_bench import UsageError, benchmark_text, choose_text, read_texts
+
+#: Text mode's tokenizer is the bundle's (vocab.txt, manifest.json, board/wordpiece.py): the build's runtime checks run
+#: this module without it, so only a bundle's launcher (``launch.bench_main``) hands it in.
+TEXT_NEEDS_BUNDLE = "--text runs from a bundle, which holds the tokenizer: python3 bench.py --text in the unpacked bundle's folder"
 
 
 def dequantized(interpreter, detail) -> np.ndarray:
@@ -125,6 +134,11 @@ def benchmark(model: Model, golden: dict | None, warmup: int, runs: int) -> dict
         started = time.perf_counter_ns()
         model.run(ids)
         invoke_us.append((time.perf_counter_ns() - started) / 1e3)
+    return latency_figures(model, first_ms, invoke_us)
+
+
+def latency_figures(model: Model, first_ms: float, invoke_us: list[float]) -> dict:
+    """The result's ``latency``, whatever a timed run is (one invoke, or text -> label)."""
     return {"load_ms": model.load_ms, "first_invoke_ms": first_ms, **percentile_summary(invoke_us, model.batch), "invoke_us": invoke_us}
 
 
@@ -134,7 +148,10 @@ def golden_outputs(model: Model, golden: dict) -> np.ndarray:
     return np.concatenate(logits)[: len(rows)]
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: argparse.Namespace, make_encoder=None) -> dict:
+    """The benchmark's result; in text mode ``make_encoder(model)`` gives what turns one text into the model's input."""
+    if args.text and make_encoder is None:
+        raise UsageError(TEXT_NEEDS_BUNDLE)
     result = {
         "model": args.model,
         "runtime": args.runtime,
@@ -149,10 +166,17 @@ def run(args: argparse.Namespace) -> dict:
         "runs": args.runs,
     }
     golden = load_golden(args.golden) if args.golden else None
+    if args.text:
+        # Before the model loads: a refusal should not wait for it.
+        timed = choose_text(read_texts(args.text_file, golden, args.golden), args.text_index)
     model = open_model(args.runtime, args.model, args.threads, args.batch)
     result["outputs"] = "scores" if model.outputs_scores else "logits"
     try:
-        result["latency"] = benchmark(model, golden, args.warmup, args.runs)
+        if args.text:
+            text_record, first_ms, step_us = benchmark_text(model, timed, make_encoder(model), args.warmup, args.runs)
+            result.update(text_record, latency=latency_figures(model, first_ms, step_us))
+        else:
+            result["latency"] = benchmark(model, golden, args.warmup, args.runs)
         if golden is not None and (args.parity or args.outputs):
             logits = golden_outputs(model, golden)
             if args.outputs:
@@ -196,6 +220,15 @@ def build_parser(in_bundle: bool = False, **defaults: str) -> argparse.ArgumentP
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--golden", help="golden.npz: token ids (and raw texts), labels and reference logits")
     parser.add_argument("--parity", action="store_true", help="run every golden example and compare with the reference")
+    parser.add_argument(
+        "--text",
+        action="store_true",
+        help="time text -> label instead of the invoke alone: each run tokenizes one raw text with the bundle's WordPiece tokenizer, "
+        "invokes and takes the argmax; a model that takes raw text (its tokenizer inside, or MediaPipe's TextClassifier) gets the "
+        "UTF-8 text as always, and reports no tokenizer figure of its own (batch 1; a bundle's bench.py only)",
+    )
+    parser.add_argument("--text-file", help="with --text, the texts: UTF-8, one per line (default: the golden set's raw texts)")
+    parser.add_argument("--text-index", type=int, help="with --text, the text to time, by 0-based position (default: the median-length one)")
     parser.add_argument("--out", help="write the result as JSON here")
     parser.add_argument("--outputs", help="write the golden set's logits (float32 .npy) here")
     parser.set_defaults(**defaults)
@@ -206,12 +239,16 @@ def main(argv: list[str] | None = None) -> int:
     return execute(build_parser().parse_args(argv))
 
 
-def execute(args: argparse.Namespace) -> int:
-    """Run and print the benchmark the options ask for; the exit code."""
+def execute(args: argparse.Namespace, make_encoder=None) -> int:
+    """Run and print the benchmark the options ask for; the exit code. Text mode needs ``make_encoder`` (see ``run``)."""
     if args.parity and not args.golden:
         return fail("--parity needs --golden", EXIT_USAGE)
+    if args.text and args.batch != 1:
+        return fail(f"--text times one text per run: --batch 1, not {args.batch}", EXIT_USAGE)
     try:
-        result = run(args)
+        result = run(args, make_encoder)
+    except UsageError as exc:
+        return fail(exc, EXIT_USAGE)
     except RuntimeMissing as exc:
         return fail(exc, EXIT_RUNTIME_MISSING)
     except (RuntimeError, ValueError) as exc:
@@ -227,6 +264,12 @@ def execute(args: argparse.Namespace) -> int:
         f"p90 {latency['p90_us']:.1f} us, p99 {latency['p99_us']:.1f} us, {latency['examples_per_second']:.0f} examples/s, "
         f"peak RSS {result['peak_rss_mb']:.1f} MB" + (" (emulated: not representative)" if result["emulated"] else "")
     )
+    if args.text:
+        timed, tokenizer_p50 = result["timed_text"], result["tokenizer_p50_us"]
+        print(
+            f"text -> label on text #{timed['index']} of {timed['of']} ({timed['characters']} characters), label {timed['label_index']}: "
+            + ("tokenizer inside the invoke" if tokenizer_p50 is None else f"tokenizer p50 {tokenizer_p50:.1f} us")
+        )
     if "parity" in result:
         p = result["parity"]
         print(

@@ -71,7 +71,8 @@ def choose_runtime(manifest: dict, artifact: str | None, requested: str | None, 
 def bench_main(argv: list[str]) -> int:
     """``python3 bench.py [MODEL] [bench options]``: defaults to the bundle's model, runtime and golden set.
 
-    With ``--parity``, the model's figures must pass the checks the build applied to it.
+    With ``--parity``, the model's figures must pass the checks the build applied to it; ``--text`` tokenizes with the
+    bundle's tokenizer, as ``classify.py`` does.
     """
     from .bench import build_parser, execute
 
@@ -95,12 +96,16 @@ def bench_main(argv: list[str]) -> int:
         args.runtime = choose_runtime(manifest, artifact, args.runtime, args.model)
     except BundleError as exc:
         return fail(exc, EXIT_USAGE)
+
+    def make_encoder(model):
+        return text_encoder(model, folder, manifest)
+
     if not args.parity:
-        return execute(args)
+        return execute(args, make_encoder)
     # The figures come back through a file; not one in the bundle, which holds exactly its manifest's files.
     with tempfile.TemporaryDirectory() as scratch:
         args.out = args.out or os.path.join(scratch, "bench-result.json")
-        code = execute(args)
+        code = execute(args, make_encoder)
         if code:
             return code
         with open(args.out, encoding="utf-8") as handle:
