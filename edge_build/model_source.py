@@ -18,8 +18,9 @@ from edge_build.errors import ConfigError, StageError
 BUILDER = "build_model"
 #: Arguments edge-build supplies itself; the rest come from ``[model]`` in the hyperparameters.
 SUPPLIED = ("vocab_size", "num_classes", "sequence_length")
-#: Supplied too when ``build_model`` takes it: the train split's token ids, for tables learned from data (IDF, table sizes).
-TRAIN_IDS = "train_ids"
+#: Supplied too when ``build_model`` takes them: the train split's token ids, for tables learned from data (IDF,
+#: table sizes), and the vocabulary's tokens (``vocab.txt``'s lines), for what the ids spell.
+TRAIN_IDS, VOCABULARY = "train_ids", "vocabulary"
 
 
 def load_builder(model_path: Path) -> Callable[..., Any]:
@@ -41,14 +42,22 @@ def read_train_ids(path: Path) -> np.ndarray:
         raise StageError(f"{path}: cannot read the train split's token ids ({exc.__class__.__name__}: {exc}); run scons again") from None
 
 
-def build_model(model_path: Path, hparams: Hyperparameters, hparams_path: Path, vocab_size: int, num_classes: int, train_ids: Path):
-    """Call ``build_model`` with the supplied sizes (and ``train_ids``' ids if it takes them) and the ``[model]`` table as keyword arguments."""
+def build_model(
+    model_path: Path,
+    hparams: Hyperparameters,
+    hparams_path: Path,
+    vocab_size: int,
+    num_classes: int,
+    train_ids: Path,
+    vocabulary: list[str] | None = None,
+):
+    """Call ``build_model`` with the supplied sizes (``train_ids``' ids and the ``vocabulary`` if it takes them) and the ``[model]`` table as keyword arguments."""
     builder = load_builder(model_path)
     parameters = inspect.signature(builder).parameters
     missing = [name for name in SUPPLIED if name not in parameters]
     if missing:
         raise ConfigError(f"{model_path}: {BUILDER}() must accept {', '.join(missing)}")
-    supplied = (*SUPPLIED, TRAIN_IDS)
+    supplied = (*SUPPLIED, TRAIN_IDS, VOCABULARY)
     accepted = [name for name in parameters if name not in supplied]
     for key in hparams.model:
         if key in supplied or key not in parameters:
@@ -56,6 +65,8 @@ def build_model(model_path: Path, hparams: Hyperparameters, hparams_path: Path, 
                 f"{hparams_path}: unknown key 'model.{key}' ({BUILDER}() in {model_path} accepts: {', '.join(accepted) or 'nothing else'})"
             )
     data = {TRAIN_IDS: read_train_ids(train_ids)} if TRAIN_IDS in parameters else {}
+    if VOCABULARY in parameters and vocabulary is not None:
+        data[VOCABULARY] = vocabulary
     try:
         model = builder(vocab_size=vocab_size, num_classes=num_classes, sequence_length=hparams.tokenizer.sequence_length, **data, **hparams.model)
     except ValueError as exc:
@@ -79,8 +90,8 @@ def trained_hyperparameters(hparams_path: Path, train_log: Path) -> Hyperparamet
 
 def load_trained_model(model_path: Path, hparams: Hyperparameters, hparams_path: Path, vocab: Path, num_classes: int, weights: Path, train_ids: Path):
     """The model built from its source (and the train split's ids), with the train stage's weights loaded."""
-    vocab_size = len(vocab.read_text(encoding="utf-8").splitlines())
-    model = build_model(model_path, hparams, hparams_path, vocab_size, num_classes, train_ids)
+    vocabulary = vocab.read_text(encoding="utf-8").splitlines()
+    model = build_model(model_path, hparams, hparams_path, len(vocabulary), num_classes, train_ids, vocabulary)
     try:
         model.load_weights(str(weights))
     except (ValueError, OSError) as exc:

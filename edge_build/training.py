@@ -146,10 +146,10 @@ def train(
     sequence_length = hparams.tokenizer.sequence_length
     seed_everything(training.seed)
     labels = read_labels(inputs.labels)
-    vocab_size = len(inputs.vocab.read_text(encoding="utf-8").splitlines())
+    vocabulary = inputs.vocab.read_text(encoding="utf-8").splitlines()
     tokenizer = load_tokenizer(inputs.vocab, hparams.tokenizer.lower_case)
     with strategy.scope():
-        model = build_model(inputs.model_source, hparams, inputs.hparams, vocab_size, len(labels), inputs.train_ids)
+        model = build_model(inputs.model_source, hparams, inputs.hparams, len(vocabulary), len(labels), inputs.train_ids, vocabulary)
         optimizer = keras.optimizers.Adam(training.learning_rate)
         # Slots created inside the first trace would make tf.function trace twice.
         optimizer.build(model.trainable_variables)

@@ -12,7 +12,13 @@ What the model computes, for a text:
 1. Its features: every token and, with ``kind = "ngram_bag"`` (the default), every
    run of two and three adjacent tokens (``ngram_order``) among the first
    ``ngram_window`` (128), each order hashed into a table of its own in int32
-   (below). ``kind = "bag"`` takes the tokens alone.
+   (below). ``kind = "bag"`` takes the tokens alone. ``kind = "ngram_char_bag"`` adds
+   the character 1-3-grams each token spells (fastText-style): a piece that starts
+   a word is spelled with a ``<`` before it, a ``##`` piece without its joiner, so
+   "colour" and "neighbour" share "our" and "ou". A piece's n-grams are fixed by
+   the vocabulary: a constant int32 table, built here from the ``vocabulary`` and
+   looked up with one GATHER, gives them per id, and their rows are shared by every
+   token that spells them. N-grams across two pieces of a word are not taken.
 2. One row per feature, weighted by the feature's IDF on the train split
    (scikit-learn's smooth IDF, ``ln((1 + texts) / (1 + texts holding it)) + 1``),
    computed here from ``train_ids``. The weight is folded into the rows, so a
@@ -72,9 +78,8 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-
 PAD_ID = 0
-KINDS = ("bag", "ngram_bag")
+KINDS = ("bag", "ngram_bag", "ngram_char_bag")
 #: ``left * vocab_size + right`` must fit in int32.
 LARGEST_PAIRED_VOCABULARY = 46340
 INT32_MAX = 2**31 - 1
@@ -82,6 +87,12 @@ INT32_MAX = 2**31 - 1
 BUCKETS_PER_NGRAM = 8
 #: Layer names by n-gram order: ``bigram_ids``, ``trigram_embedding`` ...
 NGRAM_NAMES = {2: "bigram", 3: "trigram"}
+#: Ids 0 and 1 are [PAD] and [UNK] (edge-build's reserved tokens): they spell nothing.
+RESERVED_IDS = (0, 1)
+#: What continues a word in a WordPiece vocabulary ("##ing"), and the mark of a piece that starts one.
+JOINER, WORD_START = "##", "<"
+#: Texts per chunk when counting the character n-grams' document frequencies: memory stays flat.
+CHUNK = 1024
 
 
 def ngram_keys(token_ids: np.ndarray, vocab_size: int, order: int, exact: bool = False) -> np.ndarray:
@@ -134,12 +145,66 @@ def document_frequencies(features: np.ndarray, rows: int) -> np.ndarray:
     return np.bincount(ordered[first], minlength=rows)
 
 
-def idf_weights(features: np.ndarray, rows: int) -> np.ndarray:
-    """Each feature id's smooth IDF over the texts of ``features``; 0 for padding's id."""
-    texts = max(len(features), 1)
-    weights = np.log((1 + texts) / (1 + document_frequencies(features, rows))) + 1
+def idf_weights(features: np.ndarray, rows: int, texts: int | None = None, frequencies: np.ndarray | None = None) -> np.ndarray:
+    """Each feature id's smooth IDF over the texts of ``features`` (or given ``frequencies`` of ``texts``); 0 for padding's id."""
+    texts = max(len(features) if texts is None else texts, 1)
+    frequencies = document_frequencies(features, rows) if frequencies is None else frequencies
+    weights = np.log((1 + texts) / (1 + frequencies)) + 1
     weights[PAD_ID] = 0
     return weights.astype(np.float32)
+
+
+def piece_character_ngrams(vocabulary: list[str]) -> np.ndarray:
+    """Each token's distinct character 1-3-grams as ids from 1 (0: none), ``[tokens, most grams a token has]`` int32.
+
+    A piece that starts a word is spelled with ``WORD_START`` before it, so "<pl" (a word
+    starting "pl") differs from "pl" inside one; a ``##`` piece without its joiner. The
+    reserved tokens spell nothing.
+    """
+    ids: dict[str, int] = {}
+    spelled = [[] for _ in RESERVED_IDS]
+    for token in vocabulary[len(RESERVED_IDS) :]:
+        text = token.removeprefix(JOINER) if token.startswith(JOINER) and len(token) > len(JOINER) else WORD_START + token
+        grams = dict.fromkeys(text[start : start + n] for n in (1, 2, 3) for start in range(len(text) - n + 1))
+        spelled.append([ids.setdefault(gram, len(ids) + 1) for gram in grams])
+    table = np.zeros((len(vocabulary), max(map(len, spelled), default=1) or 1), dtype=np.int32)
+    for index, grams in enumerate(spelled):
+        table[index, : len(grams)] = grams
+    return table
+
+
+def character_idf(table: np.ndarray, train_ids: np.ndarray) -> np.ndarray:
+    """Each character n-gram's smooth IDF: the train texts spelling it somewhere, counted in chunks of ``CHUNK`` texts."""
+    rows = int(table.max()) + 1
+    frequencies = np.zeros(rows, dtype=np.int64)
+    for start in range(0, len(train_ids), CHUNK):
+        chunk = table[train_ids[start : start + CHUNK]]
+        frequencies += document_frequencies(chunk.reshape(len(chunk), -1), rows)
+    return idf_weights(None, rows, len(train_ids), frequencies)
+
+
+class SpelledNgrams(keras.layers.Layer):
+    """Token ids ``[batch, L]`` -> the character n-gram ids they spell, ``[batch, L * most grams a token has]`` (0 for none).
+
+    One GATHER of a constant int32 table: a piece's n-grams are fixed by the vocabulary.
+    """
+
+    def __init__(self, table: np.ndarray, **kwargs):
+        super().__init__(**kwargs)
+        self.table = table
+
+    def build(self, input_shape):
+        self.spellings = self.add_weight(
+            shape=self.table.shape,
+            dtype="int32",
+            initializer=lambda shape, dtype=None: ops.convert_to_tensor(self.table),
+            trainable=False,
+            name="spellings",
+        )
+
+    def call(self, token_ids):
+        grams = tf.gather(self.spellings, token_ids)
+        return ops.reshape(grams, (-1, token_ids.shape[1] * self.table.shape[1]))
 
 
 class WeightedBag(keras.layers.Layer):
@@ -250,6 +315,7 @@ def build_model(
     num_classes: int,
     sequence_length: int,
     train_ids: np.ndarray,
+    vocabulary: list[str] | None = None,
     kind: str = "ngram_bag",
     embedding_dim="classes",
     ngram_order: int = 3,
@@ -270,7 +336,7 @@ def build_model(
     token_ids = keras.Input(shape=(sequence_length,), dtype="int32", name="input_ids")
     bags = [WeightedBag(idf_weights(train_ids, vocab_size), width, l2, initializer, name="embedding")(token_ids)]
     tables = {"token_rows": vocab_size, "row_width": width, "ngrams": {}}
-    if kind == "ngram_bag":
+    if kind in ("ngram_bag", "ngram_char_bag"):
         if vocab_size > LARGEST_PAIRED_VOCABULARY:
             raise ValueError(f"kind = 'ngram_bag' pairs token ids in int32: vocab_size must be at most {LARGEST_PAIRED_VOCABULARY}, not {vocab_size}")
         require_whole_number("ngram_order", ngram_order, 2, max(NGRAM_NAMES))
@@ -292,6 +358,15 @@ def build_model(
             weights = idf_weights(model_keys % buckets[order], buckets[order])
             bags.append(WeightedBag(weights, width, l2, initializer, name=f"{name}_embedding")(ngram_ids))
             tables["ngrams"][name] = table_summary(exact[order], model_keys, buckets[order])
+    if kind == "ngram_char_bag":
+        if vocabulary is None or len(vocabulary) != vocab_size:
+            raise ValueError(f"kind = 'ngram_char_bag' spells the {vocab_size} tokens: build_model needs their vocabulary")
+        spellings = piece_character_ngrams(vocabulary)
+        weights = character_idf(spellings, train_ids)
+        bags.append(
+            WeightedBag(weights, width, l2, initializer, name="character_embedding")(SpelledNgrams(spellings, name="character_ids")(token_ids))
+        )
+        tables["characters"] = {"ngrams": len(weights) - 1, "most_per_token": int(spellings.shape[1])}
     pooled = NormalizedSum(name="bag_of_features")(bags)
     pooled = keras.layers.Dropout(dropout, name="dropout")(pooled)
     if embedding_dim == "classes":
@@ -299,7 +374,7 @@ def build_model(
     else:
         logits = keras.layers.Dense(num_classes, name="logits")(pooled)
     model = keras.Model(token_ids, logits, name="text_classifier")
-    rows = vocab_size + sum(table["buckets"] for table in tables["ngrams"].values())
+    rows = vocab_size + sum(table["buckets"] for table in tables["ngrams"].values()) + tables.get("characters", {}).get("ngrams", 0)
     tables["int8_table_mb"] = round(rows * width / 1e6, 3)
     model.feature_tables = tables
     return model

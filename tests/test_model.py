@@ -184,3 +184,81 @@ def test_the_bigram_ids_stay_within_int32_and_the_buckets():
 def test_pair_settings_the_model_cannot_take_are_refused_before_anything_is_allocated(keywords: dict, message: str):
     with pytest.raises(ValueError, match=message):
         load_builder(MODEL)(vocab_size=100, num_classes=2, sequence_length=16, train_ids=np.zeros((1, 16), np.int32), **keywords)
+
+
+# British and American spellings: only characters tell the classes apart once the words are new.
+SPELLINGS = {
+    "british": "colour flavour honour neighbour labour humour favour harbour rumour vapour valour armour behaviour odour vigour "
+    "organise realise recognise apologise analyse centre theatre metre fibre litre",
+    "american": "color flavor honor neighbor labor humor favor harbor rumor vapor valor armor behavior odor vigor "
+    "organize realize recognize apologize analyze center theater meter fiber liter",
+}
+
+
+def spelling_corpus(seed: int = 0):
+    """Texts of three words of one spelling; validation texts use only words no train text holds, so their ids are new."""
+    rng = np.random.default_rng(seed)
+    words = {label: text.split() for label, text in SPELLINGS.items()}
+    seen = rng.permutation(len(words["british"]))
+    train_words, val_words = seen[:15], seen[15:]
+    vocabulary = ["[PAD]", "[UNK]", *words["british"], *words["american"]]
+    index = {word: i for i, word in enumerate(vocabulary)}
+
+    def texts(positions, count):
+        labels = np.arange(count) % 2
+        ids = [[index[words[list(SPELLINGS)[label]][rng.choice(positions)]] for _ in range(3)] for label in labels]
+        return np.pad(np.array(ids, dtype=np.int32), ((0, 0), (0, 5))), labels
+
+    return vocabulary, texts(train_words, 400), texts(val_words, 200)
+
+
+def spelling_accuracy(kind: str) -> float:
+    import keras
+
+    keras.utils.set_random_seed(0)
+    vocabulary, (train_ids, train_labels), (val_ids, val_labels) = spelling_corpus()
+    model = load_builder(MODEL)(vocab_size=len(vocabulary), num_classes=2, sequence_length=8, train_ids=train_ids, vocabulary=vocabulary, kind=kind)
+    model.compile(keras.optimizers.Adam(0.05), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(train_ids, train_labels, epochs=20, batch_size=32, verbose=0)
+    return float(np.mean(np.argmax(model.predict(val_ids, verbose=0), axis=-1) == val_labels))
+
+
+def test_the_character_kind_learns_spellings_the_ids_alone_cannot_tell_apart():
+    assert spelling_accuracy("ngram_char_bag") >= 0.9
+    assert spelling_accuracy("ngram_bag") <= 0.6  # new ids: only the bias is left, and the classes are balanced
+
+
+def test_the_character_ngrams_of_a_piece_and_of_padding():
+    vocabulary = ["[PAD]", "[UNK]", "play", "##ing", "a"]
+    spellings = load_builder(MODEL).__globals__["piece_character_ngrams"](vocabulary)
+    grams = {"<", "p", "l", "a", "y", "<p", "pl", "la", "ay", "<pl", "pla", "lay"}
+    assert (spellings[:2] == 0).all()  # [PAD] and [UNK] spell nothing
+    assert np.count_nonzero(spellings[2]) == len(grams) and np.count_nonzero(spellings[3]) == 6  # i n g in ng ing: no word-start mark
+    assert len(set(spellings[4][spellings[4] > 0]) & set(spellings[2][spellings[2] > 0])) == 2  # "<a" shares "<" and "a" with "<play"
+
+
+def test_padding_adds_nothing_to_the_character_kind():
+    import keras
+
+    keras.utils.set_random_seed(1)
+    vocabulary, (train_ids, train_labels), _ = spelling_corpus()
+    builder = load_builder(MODEL)
+    short, long = (
+        builder(
+            vocab_size=len(vocabulary),
+            num_classes=2,
+            sequence_length=length,
+            train_ids=np.pad(train_ids, ((0, 0), (0, length - 8))),
+            vocabulary=vocabulary,
+            kind="ngram_char_bag",
+        )
+        for length in (8, 24)
+    )
+    assert short.feature_tables == long.feature_tables
+    short.compile(keras.optimizers.Adam(0.05), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    short.fit(train_ids, train_labels, epochs=2, verbose=0)
+    long.set_weights(short.get_weights())
+    np.testing.assert_allclose(
+        short.predict(train_ids[:8], verbose=0), long.predict(np.pad(train_ids[:8], ((0, 0), (0, 16))), verbose=0), rtol=1e-5, atol=1e-6
+    )
+    assert not short.get_layer("character_ids")(np.zeros((1, 8), np.int32)).numpy().any()
