@@ -18,7 +18,8 @@ What the model computes, for a text:
    "colour" and "neighbour" share "our" and "ou". A piece's n-grams are fixed by
    the vocabulary: a constant int32 table, built here from the ``vocabulary`` and
    looked up with one GATHER, gives them per id, and their rows are shared by every
-   token that spells them. N-grams across two pieces of a word are not taken.
+   token that spells them, among the first ``ngram_window`` tokens. N-grams across
+   two pieces of a word are not taken.
 2. One row per feature, weighted by the feature's IDF on the train split
    (scikit-learn's smooth IDF, ``ln((1 + texts) / (1 + texts holding it)) + 1``),
    computed here from ``train_ids``. The weight is folded into the rows, so a
@@ -362,10 +363,10 @@ def build_model(
         if vocabulary is None or len(vocabulary) != vocab_size:
             raise ValueError(f"kind = 'ngram_char_bag' spells the {vocab_size} tokens: build_model needs their vocabulary")
         spellings = piece_character_ngrams(vocabulary)
-        weights = character_idf(spellings, train_ids)
-        bags.append(
-            WeightedBag(weights, width, l2, initializer, name="character_embedding")(SpelledNgrams(spellings, name="character_ids")(token_ids))
-        )
+        weights = character_idf(spellings, leading_train)
+        # Of the first ngram_window tokens too: a long text's characters add little its words do not, at a cost per position.
+        character_ids = SpelledNgrams(spellings, name="character_ids")(leading)
+        bags.append(WeightedBag(weights, width, l2, initializer, name="character_embedding")(character_ids))
         tables["characters"] = {"ngrams": len(weights) - 1, "most_per_token": int(spellings.shape[1])}
     pooled = NormalizedSum(name="bag_of_features")(bags)
     pooled = keras.layers.Dropout(dropout, name="dropout")(pooled)
