@@ -198,14 +198,23 @@ class RunningProduct(keras.layers.Layer):
         return tf.math.cumprod(x, axis=-1)  # no TF Lite builtin: needs Flex
 
 
-# Keras keys a layer's weights by its class's name: this one takes the trained model's token embeddings.
-class PaddedEmbedding(keras.layers.Embedding):
-    pass
+# Keras keys a layer's weights by its class's name: this one takes the trained model's token rows and their IDF weights.
+class WeightedBag(keras.layers.Layer):
+    def __init__(self, rows, width, **kwargs):
+        super().__init__(**kwargs)
+        self.rows, self.width = rows, width
+
+    def build(self, input_shape):
+        self.embeddings = self.add_weight(shape=(self.rows, self.width), name="embeddings")
+        self.weights_of_rows = self.add_weight(shape=(self.rows,), trainable=False, name="idf")
+
+    def call(self, ids):
+        return tf.gather(self.embeddings, ids)
 
 
 def build_model(vocab_size, num_classes, sequence_length, embedding_dim=8, dropout=0.0):
     ids = keras.Input((sequence_length,), dtype="int32", name="input_ids")
-    x = PaddedEmbedding(vocab_size, embedding_dim, name="embedding")(ids)
+    x = WeightedBag(vocab_size, embedding_dim, name="embedding")(ids)
     x = RunningProduct()(x)
     x = keras.layers.GlobalAveragePooling1D()(x)
     return keras.Model(ids, keras.layers.Dense(num_classes, name="logits")(x))
