@@ -87,10 +87,10 @@ def test_padding_adds_nothing_to_the_ngram_bag(tmp_path: Path):
     for table in ("embedding", "bigram_embedding", "trigram_embedding", "character_embedding"):
         layer = short.get_layer(table)
         assert layer.feature_weights[0] == 0 and (layer.feature_weights[1:] > 0).all(), table  # [PAD], and pairs that touch it
-        rows, weights = layer.get_weights()
+        rows, weights, *tables = layer.get_weights()
         np.testing.assert_array_equal(weights, layer.feature_weights)  # training leaves them as the train split gave them
         rows[0] = 100.0  # whatever padding's row holds, its weight keeps it out
-        layer.set_weights([rows, weights])
+        layer.set_weights([rows, weights, *tables])
     long.set_weights(short.get_weights())
     text = ids[:4, :10]
     padded = {length: np.pad(text, ((0, 0), (0, length - 10))) for length in (16, 48)}
@@ -262,4 +262,24 @@ def test_padding_adds_nothing_to_the_character_kind():
     np.testing.assert_allclose(
         short.predict(train_ids[:8], verbose=0), long.predict(np.pad(train_ids[:8], ((0, 0), (0, 16))), verbose=0), rtol=1e-5, atol=1e-6
     )
-    assert not short.get_layer("character_ids")(np.zeros((1, 8), np.int32)).numpy().any()
+    rows, weights = short.get_layer("character_embedding")(np.zeros((1, 8), np.int32))
+    assert not rows.numpy().any() and not weights.numpy().any()
+
+
+def test_loaded_weights_fold_each_tokens_characters_into_one_row(tmp_path):
+    """Loading trained weights folds the n-gram rows per token: the same logits, one lookup per position."""
+    import keras
+
+    keras.utils.set_random_seed(2)
+    vocabulary, (train_ids, train_labels), (val_ids, _) = spelling_corpus()
+    build = lambda: load_builder(MODEL)(  # noqa: E731
+        vocab_size=len(vocabulary), num_classes=2, sequence_length=8, train_ids=train_ids, vocabulary=vocabulary, kind="ngram_char_bag"
+    )
+    trained = build()
+    trained.compile(keras.optimizers.Adam(0.05), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    trained.fit(train_ids, train_labels, epochs=2, verbose=0)
+    trained.save_weights(tmp_path / "model.weights.h5")
+    loaded = build()
+    loaded.load_weights(tmp_path / "model.weights.h5")
+    assert loaded.get_layer("character_embedding").folded and not trained.get_layer("character_embedding").folded
+    np.testing.assert_allclose(loaded.predict(val_ids, verbose=0), trained.predict(val_ids, verbose=0), rtol=1e-5, atol=1e-6)
