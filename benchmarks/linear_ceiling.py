@@ -50,14 +50,17 @@ def linear_ceiling(layout: Layout) -> dict:
     model.update(json.loads(layout.train_log.read_text(encoding="utf-8"))["hyperparameters"]["model"])
     orders = range(2, model["ngram_order"] + 1) if model["kind"] != "bag" else range(0)
     vocabulary = layout.vocab.read_text(encoding="utf-8").splitlines()
-    spellings = builder.__globals__["piece_character_ngrams"](vocabulary) if model["kind"] == "ngram_char_bag" else None
+    spelled = model["kind"] == "ngram_char_bag"
+    spellings = builder.__globals__["piece_character_ngrams"](vocabulary, model["character_order"]) if spelled else None
     texts = {split: features(np.load(layout.token_ids(split)), orders, model["ngram_window"], spellings) for split in SPLITS}
     labels = {split: read_split(layout.data.split(split))[1] for split in SPLITS}
     vectorizer = TfidfVectorizer(analyzer=lambda keys: keys, binary=True, lowercase=False)
     train = vectorizer.fit_transform(texts["train"])
     classifier = LogisticRegression(C=model["regularization_c"], max_iter=2000).fit(train, labels["train"])
     scores = {split: float(np.mean(classifier.predict(vectorizer.transform(texts[split])) == labels[split])) for split in ("val", "test")}
-    described = ["ids"] + [f"exact {order}-grams" for order in orders] + (["spelled character 1-3-grams"] if spellings is not None else [])
+    described = (
+        ["ids"] + [f"exact {order}-grams" for order in orders] + ([f"spelled character 1-{model['character_order']}-grams"] if spelled else [])
+    )
     return {
         "features": ", ".join(described) + (f" (n-grams of the first {model['ngram_window']} ids)" if orders else ""),
         "weighting": "binary, smooth IDF, L2-normalized",

@@ -125,10 +125,10 @@ def test_auto_buckets_hold_eight_per_ngram_seen_twice_within_the_size_budget():
     assert model.feature_tables["ngrams"]["bigram"]["colliding_share"] == 0  # 900 pair ids or fewer, each its own bucket
     assert model.feature_tables["row_width"] == 4
     small = builder(vocab_size=30, num_classes=4, sequence_length=8, train_ids=ids, kind="ngram_bag", max_model_mb=0.01)
-    # 10,000 bytes hold 2,500 rows of 4: 30 for the tokens, and the largest n-gram table halved until the rest fit.
-    assert sum(table["buckets"] for table in small.feature_tables["ngrams"].values()) <= 2500 - 30
+    # 10,000 bytes hold 2,000 rows of 4 numbers and a weight: 30 for the tokens, and the largest n-gram table halved until the rest fit.
+    assert sum(table["buckets"] for table in small.feature_tables["ngrams"].values()) <= 2000 - 30
     assert small.feature_tables["int8_table_mb"] <= 0.01
-    with pytest.raises(ValueError, match="max_model_mb = 0.0001: holds no n-gram tables beside 30 token rows of 4 bytes"):
+    with pytest.raises(ValueError, match="max_model_mb = 0.0001: holds no n-gram tables beside 30 token rows of 5 bytes"):
         builder(vocab_size=30, num_classes=4, sequence_length=8, train_ids=ids, kind="ngram_bag", max_model_mb=0.0001)
 
 
@@ -230,12 +230,15 @@ def test_the_character_kind_learns_spellings_the_ids_alone_cannot_tell_apart():
 
 
 def test_the_character_ngrams_of_a_piece_and_of_padding():
-    vocabulary = ["[PAD]", "[UNK]", "play", "##ing", "a"]
-    spellings = load_builder(MODEL).__globals__["piece_character_ngrams"](vocabulary)
+    vocabulary = ["[PAD]", "[UNK]", "play", "##ing", "a", "##s", "好", "lay"]
+    spellings = load_builder(MODEL).__globals__["piece_character_ngrams"](vocabulary, 3)
     grams = {"<", "p", "l", "a", "y", "<p", "pl", "la", "ay", "<pl", "pla", "lay"}
     assert (spellings[:2] == 0).all()  # [PAD] and [UNK] spell nothing
     assert np.count_nonzero(spellings[2]) == len(grams) and np.count_nonzero(spellings[3]) == 6  # i n g in ng ing: no word-start mark
-    assert len(set(spellings[4][spellings[4] > 0]) & set(spellings[2][spellings[2] > 0])) == 2  # "<a" shares "<" and "a" with "<play"
+    assert (spellings[4:7] == 0).all()  # a piece of one character is its own token's row already
+    play, lay = (set(spellings[i][spellings[i] > 0]) for i in (2, 7))
+    assert len(play & lay) == 7  # < l a y la ay lay; not <l, <la (a word starting "la") nor <p ...
+    assert np.count_nonzero(load_builder(MODEL).__globals__["piece_character_ngrams"](vocabulary, 4)[2]) == len(grams) + 2  # <pla, play
 
 
 def test_padding_adds_nothing_to_the_character_kind():

@@ -69,7 +69,7 @@ def test_an_unknown_model_hyperparameter_names_what_build_model_accepts(tiny_bui
         retrain(tiny_build, tmp_path / "bad", hparams_path)
     assert str(caught.value) == (
         f"{hparams_path}: unknown key 'model.layers' (build_model() in {REPO / 'model_src' / 'model.py'} accepts: "
-        "kind, embedding_dim, ngram_order, ngram_buckets, ngram_window, max_model_mb, regularization_c, dropout)"
+        "kind, embedding_dim, ngram_order, ngram_buckets, ngram_window, character_order, max_model_mb, regularization_c, dropout)"
     )
     assert not (tmp_path / "bad").exists()
 
