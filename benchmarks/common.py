@@ -243,14 +243,14 @@ def recipe_models(model, layout, profile, names, folder: Path) -> dict[str, Path
     import numpy as np
 
     from edge_build.convert.converter import make_converter
-    from edge_build.convert.ladder import convert_recipe, quantization_errors
+    from edge_build.convert.ladder import convert_recipe, ids_model, quantization_errors
 
     representative = np.load(layout.representative)
     errors = quantization_errors(make_converter(model, "int8", profile, representative), representative)
     paths = {}
     for name in names:
         paths[name] = folder / f"{name}.tflite"
-        paths[name].write_bytes(convert_recipe(model, name, profile, representative, errors)[0])
+        paths[name].write_bytes(convert_recipe(ids_model(model, representative), name, profile, representative, errors)[0])
         print(f"converted recipe {name}: {paths[name].stat().st_size} bytes", flush=True)
     return paths
 

@@ -1,4 +1,4 @@
-"""The quantization ladder: how ``tflite_int8`` may be quantized, in the order the tflite stage tries them.
+"""The quantization ladder: how ``tflite_int8`` and ``tflite_tasks_int8`` may be quantized, in the order the tflite stage tries them.
 
 The first recipe is the full-integer INT8 the build has always made. When a
 recipe's model misses a gate (its parity with the Keras model on the validation

@@ -96,7 +96,7 @@ TFLITE = 'description = "x"\narch = "x86_64"\nartifacts = ["tflite_int8"]\n[[run
         (TFLITE + '[quantization]\nrecipes = "int8"\n', "key 'quantization.recipes' must be a list of str"),
         (
             TFLITE.replace("tflite_int8", "tflite_fp32") + '[quantization]\nrecipes = ["int8"]\n',
-            "key 'quantization.recipes': read only by tflite_int8, which artifacts does not list",
+            "key 'quantization.recipes': read only by tflite_int8, tflite_tasks_int8, which artifacts does not list",
         ),
         (TFLITE + "[tolerances]\nint8_min_top1_agreement = 1.5\n", "key 'tolerances.int8_min_top1_agreement': must be between 0 and 1"),
         (TFLITE + "[latency]\nint8_p50_ms = 0\n", "key 'latency.int8_p50_ms': must be greater than 0"),
@@ -284,6 +284,6 @@ def test_a_conversion_depends_on_the_keys_its_artifact_reads_not_on_whole_tables
     assert reruns("tflite_int8") == ["recipes", "int8 tolerance", "runtimes"]
     assert reruns("tflite_fp32") == ["fp32 tolerance", "runtimes"]
     assert reruns("tflite_fp16") == ["runtimes"]
-    assert reruns("tflite_tasks_int8") == ["int8 tolerance", "runtimes"]
+    assert reruns("tflite_tasks_int8") == ["recipes", "int8 tolerance", "runtimes"]
     # Without an artifact, a section is whole.
     assert base.sections("tolerances") != changed["int8 tolerance"].sections("tolerances")

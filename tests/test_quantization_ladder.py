@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import TINY_GATEWAY_PROFILE, TINY_PROFILE, TINY_TRIXIE_PROFILE, with_litert, write_profile
+from conftest import TINY_GATEWAY_PROFILE, TINY_PROFILE, TINY_TASKS_PROFILE, TINY_TRIXIE_PROFILE, with_litert, write_profile
 
 from edge_build.board.parity import compare
 from edge_build.config.profile import read_profile
@@ -72,8 +72,8 @@ class FakeRecipeStep:
         self.refusals = refusals or {}
         self.converted: list[str] = []
 
-    def __call__(self, model, name, profile, representative, errors):
-        assert model is MODEL and representative is REPRESENTATIVE and errors is ERRORS
+    def __call__(self, subject, name, profile, representative, errors):
+        assert subject.model is MODEL and representative is REPRESENTATIVE and errors is ERRORS
         self.converted.append(name)
         if name in self.refusals:
             raise self.refusals[name]
@@ -100,7 +100,7 @@ class TableJudge:
 def climb(monkeypatch, profile, judge, step: FakeRecipeStep | None = None) -> tuple[ladder.Climbed, FakeRecipeStep]:
     step = step or FakeRecipeStep()
     monkeypatch.setattr(ladder, "convert_recipe", step)
-    return ladder.climb(MODEL, profile, REPRESENTATIVE, ERRORS, judge), step
+    return ladder.climb(ladder.ids_model(MODEL, REPRESENTATIVE), profile, REPRESENTATIVE, ERRORS, judge), step
 
 
 def outcomes(climbed: ladder.Climbed) -> list[tuple[str, str]]:
@@ -237,11 +237,16 @@ class FakeModelWorld:
         return {"runtime_version": environment["runtimes"][runtime]["version"], "parity": figures}, None
 
 
-def conversion_job(profile, where: str = "targets/trial.toml: tflite_int8") -> ConversionJob:
+def ids_judge(job: ConversionJob):
+    """The ladder's judge of the ids model (after ``FakeModelWorld`` stood in for TensorFlow's interpreter)."""
+    return ladder.ladder_judge(job, ladder.ids_model(job.model, job.representative))
+
+
+def conversion_job(profile, where: str = "targets/trial.toml: tflite_int8", artifact: str = "tflite_int8") -> ConversionJob:
     """What the tflite stage hands the ladder, without the files and hyperparameters it reads them from."""
     labels = ["astronomy", "cooking", "football"]
     return ConversionJob(
-        artifact="tflite_int8",
+        artifact=artifact,
         profile=profile,
         files=None,
         hparams=None,
@@ -270,7 +275,7 @@ def test_a_recipe_that_passes_on_tf_lite_but_not_on_a_required_runtime_is_refuse
         monkeypatch,
         runtime={"int8": "garbles", "int16x8": "Didn't find op for builtin opcode 'RSQRT' version '3'"},
     )
-    climbed, _ = climb(monkeypatch, profile, ladder.ladder_judge(conversion_job(profile)))
+    climbed, _ = climb(monkeypatch, profile, ids_judge(conversion_job(profile)))
     assert world.interpreted == ["int8", "int16x8", "dynamic_range"]
     assert world.validated == [("int8", "tflite-runtime"), ("int16x8", "tflite-runtime"), ("dynamic_range", "tflite-runtime")]
     assert outcomes(climbed) == [("int8", "failed"), ("int16x8", "failed"), ("dynamic_range", "chosen")]
@@ -290,7 +295,7 @@ def test_a_recipe_that_passes_on_tf_lite_but_not_on_a_required_runtime_is_refuse
 def test_a_recipe_that_fails_on_tf_lite_is_refused_with_each_place_named(tmp_path: Path, monkeypatch):
     profile = profile_with(tmp_path, TINY_PROFILE, ["int8", "dynamic_range"])
     FakeModelWorld(monkeypatch, tf_lite={"int8": "garbles"}, runtime={"int8": "garbles"})
-    climbed, _ = climb(monkeypatch, profile, ladder.ladder_judge(conversion_job(profile)))
+    climbed, _ = climb(monkeypatch, profile, ids_judge(conversion_job(profile)))
     assert climbed.attempts[0].reason == "; ".join(
         f"{place}: {breach}" for place in ("tf.lite", "tflite-runtime 2.14.0") for breach in (TOP1_BREACH, DROP_BREACH)
     )
@@ -300,13 +305,28 @@ def test_a_recipe_that_fails_on_tf_lite_is_refused_with_each_place_named(tmp_pat
 def test_a_model_that_needs_flex_ops_is_refused_before_it_runs_anywhere(tmp_path: Path, monkeypatch):
     profile = profile_with(tmp_path, TINY_PROFILE, ["int8", "dynamic_range"])
     world = FakeModelWorld(monkeypatch, flex={"int8": ["FlexCumprod"]})
-    climbed, _ = climb(monkeypatch, profile, ladder.ladder_judge(conversion_job(profile)))
+    climbed, _ = climb(monkeypatch, profile, ids_judge(conversion_job(profile)))
     assert world.interpreted == ["dynamic_range"] and world.validated == [("dynamic_range", "tflite-runtime")]
     refused = climbed.attempts[0]
     assert refused.outcome == "failed" and refused.figures == {} and refused.float_ops == {"DEQUANTIZE": 1}
     assert refused.reason == (
         "needs Flex ops FlexCumprod, which tflite-runtime cannot run (no Flex delegate; runtimes that can: tensorflow-cpu 2.15.1)"
     )
+
+
+def test_the_tasks_model_climbs_the_ladder_run_by_its_own_runner_and_keeps_a_float_output(tmp_path: Path, monkeypatch):
+    """A wrapper of three inputs (the Tasks-ready model): its own runner, no per-layer table, runtimes given raw text left to the runtime checks."""
+    profile = profile_with(tmp_path, TINY_TASKS_PROFILE, ["int8", "int8_float_worst", "int16x8", "dynamic_range"])
+    world = FakeModelWorld(monkeypatch, tf_lite={"int8": "garbles"})
+    subject = ladder.Quantizable(MODEL, lambda: iter(()), world.run_tflite, float_output=True, one_input=False)
+    job = conversion_job(profile, "targets/trial.toml: tflite_tasks_int8", "tflite_tasks_int8")
+    step = FakeRecipeStep()
+    monkeypatch.setattr(ladder, "convert_recipe", step)
+    climbed = ladder.climb(subject, profile, REPRESENTATIVE, ERRORS, ladder.ladder_judge(job, subject))
+    assert outcomes(climbed) == [("int8", "failed"), ("int8_float_worst", "skipped"), ("int16x8", "chosen"), ("dynamic_range", "not tried")]
+    assert "feeds one input, and this model takes three" in climbed.attempts[1].reason
+    assert world.interpreted == ["int8", "int16x8"] and world.validated == []  # MediaPipe reads raw text: the runtime checks run it
+    assert climbed.attempts[0].figures == {"tf.lite": HALF} and climbed.attempts[2].figures == {"tf.lite": EXACT}
 
 
 def quantize(monkeypatch, job: ConversionJob, step: FakeRecipeStep | None = None):

@@ -35,7 +35,7 @@ class Quantization:
         int32 token ids either way (the converter ignores an int8 input type for ids).
       select_tf_ops: allow the SELECT_TF_OPS (Flex) fallback for ops without a TF Lite
         builtin; a model that then needs Flex ops is refused for runtimes without the delegate.
-      recipes: the quantization ladder ``tflite_int8`` climbs until a model passes every gate
+      recipes: the quantization ladder ``tflite_int8`` and ``tflite_tasks_int8`` climb until a model passes every gate
         (``edge_build.recipes``): all of them by default; a profile may narrow or reorder it.
     """
 

@@ -1,10 +1,12 @@
 """Climb the quantization ladder (``edge_build.recipes``): the first recipe whose model passes every gate, and every attempt.
 
-``ladder_judge`` is the gates (the artifact's parity on TensorFlow's interpreter and
-on the profile's required runtimes, no Flex op a runtime lacks); ``climb`` converts
-each recipe, skips those the runtime table already rules out, and ``attempt_table``
-renders the attempts as the one table a failed ladder prints. TensorFlow is imported
-inside the functions.
+A ``Quantizable`` is what climbs: the ids model as it is (``tflite_int8``), or a
+wrapper around it with its own calibration feeds and runner (the Tasks-ready model,
+``edge_build.convert.tasks``). ``ladder_judge`` is the gates (the artifact's parity on
+TensorFlow's interpreter and on the profile's required runtimes that take token ids,
+no Flex op a runtime lacks); ``climb`` converts each recipe, skips those the runtime
+table already rules out, and ``attempt_table`` renders the attempts as the one table
+a failed ladder prints. TensorFlow is imported inside the functions.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import io
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +36,30 @@ from edge_build.stacks import not_installable
 
 #: The per-layer debugger runs the model op by op; this many calibration samples give stable figures.
 DEBUG_SAMPLES = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Quantizable:
+    """What the ladder converts, and how its candidates are fed and run.
+
+    Attributes:
+      model: the Keras model to convert.
+      calibration: the converter's ``representative_dataset`` (the representative set, as the model takes it).
+      run: its outputs for token ids on TensorFlow's interpreter (``run_tflite``, or the wrapper's own runner).
+      float_output: its output stays float32 whatever the recipe (MediaPipe refuses an int8 output).
+      one_input: TF Lite's per-layer debugger can feed it, so ``int8_float_worst`` can pick its worst layers.
+    """
+
+    model: object
+    calibration: Callable[[], Iterator]
+    run: Callable[[bytes, np.ndarray], np.ndarray]
+    float_output: bool = False
+    one_input: bool = True
+
+
+def ids_model(model, representative: np.ndarray) -> Quantizable:
+    """The trained model as it is: token ids in, logits out, calibrated on the representative set's rows."""
+    return Quantizable(model, lambda: ([row[None]] for row in representative), run_tflite)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,13 +136,15 @@ def quantization_errors(converter, representative: np.ndarray) -> list[dict]:
     return sorted(rows, key=lambda r: -r["rmse_in_steps"])
 
 
-def skip_reason(name: str, profile: TargetProfile) -> str | None:
-    """Why the runtime table rules recipe ``name`` out before converting, or None."""
+def skip_reason(name: str, profile: TargetProfile, subject: Quantizable) -> str | None:
+    """Why the runtime table (or the model's inputs) rules recipe ``name`` out before converting, or None."""
     if RECIPES[name].per_channel_dense:
         if profile.per_channel_dense:
             return "the same model as int8: every runtime here loads per-channel dense layers, so int8 has them"
         lacking = [f"{r.name} {r.version}" for r in profile.runtimes if not_installable(r, profile.stack) is None and not r.row.per_channel_dense]
         return f"{', '.join(lacking)} cannot load TF 2.21's per-channel dense layers (the runtime table)"
+    if RECIPES[name].float_worst and not subject.one_input:
+        return "TF Lite's per-layer debugger feeds one input, and this model takes three: no per-layer error table to pick from"
     return None
 
 
@@ -126,9 +154,17 @@ def worst_layers(errors: Sequence[dict]) -> list[str]:
     return over or [row["tensor"] for row in errors[:1]]
 
 
-def convert_recipe(model, name: str, profile: TargetProfile, representative: np.ndarray, errors: Sequence[dict]) -> tuple[bytes, dict, list[str]]:
+def convert_recipe(
+    subject: Quantizable, name: str, profile: TargetProfile, representative: np.ndarray, errors: Sequence[dict]
+) -> tuple[bytes, dict, list[str]]:
     """Recipe ``name``'s model, its converter settings and the layers it kept in float on purpose."""
-    converter = recipe_converter(model, name, profile, representative)
+    import tensorflow as tf
+
+    converter = recipe_converter(subject.model, name, profile, representative)
+    if RECIPES[name].calibrated:
+        converter.representative_dataset = subject.calibration
+    if subject.float_output:
+        converter.inference_output_type = tf.float32
     kept_float = worst_layers(errors) if RECIPES[name].float_worst else []
     with quiet_tensorflow_lite():
         if kept_float:
@@ -145,19 +181,21 @@ def convert_recipe(model, name: str, profile: TargetProfile, representative: np.
     return content, settings, kept_float
 
 
-def climb(model, profile: TargetProfile, representative: np.ndarray, errors: Sequence[dict], judge: Callable[[bytes], Verdict]) -> Climbed:
+def climb(
+    subject: Quantizable, profile: TargetProfile, representative: np.ndarray, errors: Sequence[dict], judge: Callable[[bytes], Verdict]
+) -> Climbed:
     """Try the profile's recipes in order; the first whose model ``judge`` passes, with every attempt recorded."""
     from tensorflow.lite.python.convert import ConverterError
 
     attempts: list[Attempt] = []
     for position, name in enumerate(profile.quantization.recipes):
-        reason = skip_reason(name, profile)
+        reason = skip_reason(name, profile, subject)
         if reason:
             attempts.append(Attempt(name, "skipped", reason))
             continue
         started = time.perf_counter()
         try:
-            content, settings, kept_float = convert_recipe(model, name, profile, representative, errors)
+            content, settings, kept_float = convert_recipe(subject, name, profile, representative, errors)
         except (ConverterError, RuntimeError, ValueError) as exc:
             attempts.append(Attempt(name, "failed", f"the converter refused it: {' '.join(str(exc).split())[:300]}"))
             continue
@@ -189,9 +227,10 @@ def gate_figures(figures: dict) -> dict:
     }
 
 
-def ladder_judge(job: ConversionJob) -> Callable[[bytes], Verdict]:
+def ladder_judge(job: ConversionJob, subject: Quantizable) -> Callable[[bytes], Verdict]:
     """The gates a recipe's model must pass: no Flex op a runtime lacks, and the artifact's parity on the validation split,
-    on TensorFlow's interpreter and on every required runtime (which must load and run it)."""
+    on TensorFlow's interpreter and on every required runtime that takes token ids (which must load and run it). A
+    runtime given raw text (MediaPipe's TextClassifier) is checked by the runtime checks, on the golden set's texts."""
     artifact, reference, val_ids, val_labels, profile = job.artifact, job.reference, job.val_ids, job.val_labels, job.profile
 
     def judge(content: bytes) -> Verdict:
@@ -199,14 +238,15 @@ def ladder_judge(job: ConversionJob) -> Callable[[bytes], Verdict]:
         refusal = flex_refusal(ops, profile.runtimes_for(artifact))
         if refusal:
             return Verdict({}, [refusal], ops["float_ops"])
-        val_logits = run_tflite(content, val_ids)
+        val_logits = subject.run(content, val_ids)
         figures, problems = {"tf.lite": compare(reference, val_logits, val_labels)}, []
+        by_ids = [] if job.row.interface_row.given_text else [r for r in profile.runtimes_for(artifact) if r.required]
         with tempfile.TemporaryDirectory() as scratch:
             model_file, golden = Path(scratch) / "candidate.tflite", Path(scratch) / "validation.npz"
             model_file.write_bytes(content)
             with open(golden, "wb") as handle:
                 np.savez(handle, ids=val_ids, labels=val_labels, reference_logits=reference.astype(np.float32))
-            for runtime in (r for r in profile.runtimes_for(artifact) if r.required):
+            for runtime in by_ids:
                 result, error = validation_on_runtime(model_file, runtime.name, job.environment, golden, Path(scratch))
                 if error:
                     problems.append(f"{runtime.name} cannot run it: {error}")
@@ -222,11 +262,13 @@ def ladder_judge(job: ConversionJob) -> Callable[[bytes], Verdict]:
     return judge
 
 
-def quantize_by_ladder(job: ConversionJob) -> Converted:
-    """The first recipe of the profile's ladder whose model passes every gate, with the attempts and full INT8's per-layer errors."""
-    model, profile, representative = job.model, job.profile, job.representative
-    errors = quantization_errors(make_converter(model, "int8", profile, representative), representative)
-    climbed = climb(model, profile, representative, errors, ladder_judge(job))
+def quantize_by_ladder(job: ConversionJob, subject: Quantizable | None = None) -> Converted:
+    """The first recipe of the profile's ladder whose model (``subject``: the ids model by default) passes every gate,
+    with the attempts and, where the debugger can feed it, full INT8's per-layer errors."""
+    subject = subject or ids_model(job.model, job.representative)
+    profile, representative = job.profile, job.representative
+    errors = quantization_errors(make_converter(subject.model, "int8", profile, representative), representative) if subject.one_input else []
+    climbed = climb(subject, profile, representative, errors, ladder_judge(job, subject))
     attempts = [attempt.record() for attempt in climbed.attempts]
     if climbed.recipe is None:
         print(attempt_table(climbed.attempts), file=sys.stderr)
@@ -234,5 +276,7 @@ def quantize_by_ladder(job: ConversionJob) -> Converted:
             f"{job.where}: no recipe of the quantization ladder passes every gate ({len(attempts)} in [quantization] recipes: the table above; "
             "allowed: more recipes there, or looser int8 tolerances)"
         )
-    record = {"quantization_errors": errors, "quantization_ladder": {"recipe": climbed.recipe, "attempts": attempts}}
+    record = {"quantization_ladder": {"recipe": climbed.recipe, "attempts": attempts}}
+    if subject.one_input:
+        record["quantization_errors"] = errors
     return Converted(climbed.content, climbed.converter, record, climbed.val_logits)

@@ -30,8 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-from edge_build.convert.converter import make_converter, quiet_tensorflow_lite, timed_conversion
+from edge_build.convert.converter import quiet_tensorflow_lite
 from edge_build.convert.job import ConversionJob, Converted
+from edge_build.convert.ladder import Quantizable, quantize_by_ladder
 from edge_build.errors import StageError
 from edge_build.interfaces import BERT_INPUTS, BERT_TENSORS
 from edge_build.special_tokens import JOINER, UNK
@@ -204,21 +205,21 @@ def run_tasks_tflite(content: bytes, ids: np.ndarray) -> np.ndarray:
 
 
 def convert(job: ConversionJob) -> Converted:
-    """The Tasks-ready model, full INT8 calibrated on ``representative.npy`` in MediaPipe's layout, with MediaPipe's
-    vocabulary (the training tokens and the aliases, those of the training texts' words included) for its metadata."""
-    import tensorflow as tf
-
+    """The Tasks-ready model, quantized by the ladder (full INT8 first) calibrated on ``representative.npy`` in MediaPipe's
+    layout, with MediaPipe's vocabulary (the training tokens and the aliases, those of the training texts' words included)
+    for its metadata."""
     if not job.hparams.tokenizer.lower_case:
         raise StageError(
             f"{job.where}: {job.artifact} needs lower_case = true in [tokenizer] of {job.files.hparams}: MediaPipe's BertTokenizer always lowercases"
         )
     train_texts, _ = read_split(job.file("train"))
-    profile, representative, sequence_length = job.profile, job.representative, job.sequence_length
+    representative, sequence_length = job.representative, job.sequence_length
     vocab_text, remap = mediapipe_vocabulary(job.files.vocab, train_texts)
-    converter = make_converter(tasks_model(job.model, sequence_length, remap), "int8", profile, None)
-    converter.representative_dataset = representative_dataset(representative)
-    converter.inference_output_type = tf.float32  # MediaPipe refuses an int8 output tensor
-    content, settings = timed_conversion(converter)
+    # The quantization ladder, as tflite_int8's: its output float32 whatever the recipe, since MediaPipe refuses an int8 output tensor.
+    subject = Quantizable(
+        tasks_model(job.model, sequence_length, remap), representative_dataset(representative), run_tasks_tflite, float_output=True, one_input=False
+    )
+    converted = quantize_by_ladder(job, subject)
     layout = {
         "inputs": BERT_TENSORS,
         "layout": "MediaPipe feeds [CLS] s1 ... sn [SEP] 0 ...; [CLS] and [SEP] are not in the vocabulary and look up to 0, so the "
@@ -230,4 +231,6 @@ def convert(job: ConversionJob) -> Converted:
         "turns into one token (a full-width comma into ','), and each WordPiece of the training texts' non-ASCII words as MediaPipe "
         "spells it ('Últ' for 'ult'), is added to its vocabulary and mapped to that token's id in the model",
     }
-    return Converted(content, settings, {"tasks_model": layout}, vocab_text=vocab_text)
+    converted.record["tasks_model"] = layout
+    converted.vocab_text = vocab_text
+    return converted
