@@ -88,6 +88,20 @@ def test_a_proportion_passes_or_fails_on_its_estimate_and_is_decided_by_its_boun
     assert [v["verdict"] for v in judged] == [agreement, drop]
 
 
+def test_a_miss_on_few_examples_fails_only_where_its_bound_shows_the_breach_and_on_validation_always():
+    """Validation decides (the point estimate, ``point_fails``); a later check of 299 golden examples stops the build only
+    when the data show the limit broken, else says *undecided*: 3 differing of 299 is what a true 0.995 gives one build in five."""
+    checks, limits = ARTIFACTS["tflite_int8"].parity[:1], Tolerances().limits()
+    few = agreement_figures(296, 299)  # 0.98997: a miss; the upper bound 0.9973 is above 0.99
+    (later,) = verdicts(checks, few, limits)
+    assert later["verdict"] == "undecided" and later["bound"] > 0.99
+    assert later["message"].endswith(f"its 95% bound {later['bound']:.6g} on 299 examples does not show the limit broken")
+    assert [v["verdict"] for v in verdicts(checks, few, limits, point_fails=True)] == ["fail"]
+    assert decision.breaches(checks, few, limits)  # the ladder's judge: validation figures, so it climbs
+    many = agreement_figures(290, 299)  # 0.9699: the upper bound 0.984 shows the breach
+    assert [v["verdict"] for v in verdicts(checks, many, limits)] == [v["verdict"] for v in verdicts(checks, many, limits, point_fails=True)] == ["fail"]
+
+
 def test_nan_fails_every_check():
     figures = {**agreement_figures(10, 10), "top1_agreement": math.nan, "max_abs_logit_error": math.nan}
     assert [v["verdict"] for v in verdicts(ARTIFACTS["tflite_int8"].parity[:1], figures, Tolerances().limits())] == ["fail"]

@@ -80,7 +80,7 @@ def validation_gate(artifact: str, reference: np.ndarray, logits: np.ndarray, la
     """The artifact's parity gates on the validation split against the Keras model (``reference``): its figures and
     judged gates, or a ``StageError`` naming each breach after printing them as a table."""
     figures = compare(reference, logits, labels)
-    judged = verdicts(ARTIFACTS[artifact].parity, figures, profile.tolerances.limits())
+    judged = verdicts(ARTIFACTS[artifact].parity, figures, profile.tolerances.limits(), point_fails=True)
     broken = messages(judged, "fail")
     if broken:
         print(failure_table([(artifact, "tf.lite, validation split", problem) for problem in broken]), file=sys.stderr)
