@@ -99,7 +99,9 @@ def test_a_miss_on_few_examples_fails_only_where_its_bound_shows_the_breach_and_
     assert [v["verdict"] for v in verdicts(checks, few, limits, point_fails=True)] == ["fail"]
     assert decision.breaches(checks, few, limits)  # the ladder's judge: validation figures, so it climbs
     many = agreement_figures(290, 299)  # 0.9699: the upper bound 0.984 shows the breach
-    assert [v["verdict"] for v in verdicts(checks, many, limits)] == [v["verdict"] for v in verdicts(checks, many, limits, point_fails=True)] == ["fail"]
+    assert (
+        [v["verdict"] for v in verdicts(checks, many, limits)] == [v["verdict"] for v in verdicts(checks, many, limits, point_fails=True)] == ["fail"]
+    )
 
 
 def test_nan_fails_every_check():
