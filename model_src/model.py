@@ -187,7 +187,8 @@ def piece_character_ngrams(vocabulary: list[str], longest: int = 4) -> np.ndarra
         continuation = token.startswith(JOINER) and len(token) > len(JOINER)
         piece = token[len(JOINER) :] if continuation else token
         text = piece if continuation else WORD_START + piece
-        grams = dict.fromkeys(text[start : start + n] for n in range(1, longest + 1) for start in range(len(text) - n + 1) if len(piece) > 1)
+        spelled_grams = (text[start : start + n] for n in range(1, longest + 1) for start in range(len(text) - n + 1))
+        grams = dict.fromkeys(spelled_grams) if len(piece) > 1 else {}
         spelled.append([ids.setdefault(gram, len(ids) + 1) for gram in grams])
     table = np.zeros((len(vocabulary), max(map(len, spelled), default=1) or 1), dtype=np.int32)
     for index, grams in enumerate(spelled):
@@ -390,6 +391,8 @@ def build_model(
     token_ids = keras.Input(shape=(sequence_length,), dtype="int32", name="input_ids")
     bags = [WeightedBag(idf_weights(train_ids, vocab_size), width, l2, initializer, name="embedding")(token_ids)]
     tables = {"token_rows": vocab_size, "row_width": width, "ngrams": {}}
+    # What the exported model holds besides n-grams: the tokens' rows, and their folded characters' for ngram_char_bag.
+    token_rows = vocab_size * (2 if kind == "ngram_char_bag" else 1)
     if kind in ("ngram_bag", "ngram_char_bag"):
         if vocab_size > LARGEST_PAIRED_VOCABULARY:
             raise ValueError(f"kind = 'ngram_bag' pairs token ids in int32: vocab_size must be at most {LARGEST_PAIRED_VOCABULARY}, not {vocab_size}")
@@ -400,7 +403,6 @@ def build_model(
         leading_train = train_ids[:, :ngram_window]
         exact = {order: ngram_keys(leading_train, vocab_size, order, exact=True) for order in orders}
         if ngram_buckets == "auto":
-            token_rows = vocab_size * (2 if kind == "ngram_char_bag" else 1)
             buckets = fit_budget({order: wanted_buckets(exact[order]) for order in orders}, token_rows, width, max_model_mb)
         else:
             require_whole_number("ngram_buckets", ngram_buckets, 2, INT32_MAX, word="auto")  # bucket 0 is padding's; FLOOR_MOD runs in int32
@@ -429,8 +431,7 @@ def build_model(
     else:
         logits = keras.layers.Dense(num_classes, name="logits")(pooled)
     model = keras.Model(token_ids, logits, name="text_classifier")
-    # What the exported model holds: the characters folded into a row per token.
-    rows = vocab_size * (2 if kind == "ngram_char_bag" else 1) + sum(table["buckets"] for table in tables["ngrams"].values())
+    rows = token_rows + sum(table["buckets"] for table in tables["ngrams"].values())
     tables["int8_table_mb"] = round(rows * (width + 1) / 1e6, 3)
     model.feature_tables = tables
     return model
